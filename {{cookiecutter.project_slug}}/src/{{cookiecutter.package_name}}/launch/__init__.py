@@ -1,0 +1,1 @@
+"""Everything about where and how the processes run: ranks, run directory, checks."""

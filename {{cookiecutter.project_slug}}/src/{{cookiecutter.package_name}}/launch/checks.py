@@ -1,0 +1,55 @@
+"""Checks that run before training, in every rank, so that known mistakes stop at once
+with a message that says how to fix them (instead of a traceback, or a hang later).
+"""
+
+import importlib.util
+
+from omegaconf import DictConfig
+
+
+class SetupError(RuntimeError):
+    """A problem with the configuration or the machine; the message says how to fix it."""
+
+
+def _missing(package: str) -> bool:
+    return importlib.util.find_spec(package) is None
+
+
+def check_strategy(strategy: DictConfig, cuda_available: bool) -> None:
+    name = strategy.name
+    needs = strategy.get("requires") or {}
+    for package in needs.get("packages") or []:
+        if _missing(package):
+            raise SetupError(
+                f"strategy={name} needs the '{package}' package, which is not installed.\n"
+                f"Fix: {needs.install}   (or pick another strategy, e.g. strategy=ddp)"
+            )
+    if needs.get("cuda") and not cuda_available:
+        raise SetupError(
+            f"strategy={name} runs only on CUDA/ROCm GPUs, and no GPU is visible here "
+            "(torch.cuda.is_available() is False).\n"
+            f"Fix: run it on a GPU node, e.g. `sbatch scripts/run-gpu1.sh strategy={name}`, "
+            "or use strategy=ddp on CPUs."
+        )
+
+
+def check_accelerator(accelerator: str, cuda_available: bool) -> None:
+    if accelerator in ("gpu", "cuda") and not cuda_available:
+        raise SetupError(
+            f"trainer.accelerator={accelerator} but no GPU is visible here.\n"
+            "Fix: run on a GPU node, or use cluster=local (CPU) / trainer.accelerator=cpu."
+        )
+
+
+def check_logger(logger: DictConfig | None) -> None:
+    if logger is not None and "Wandb" in logger.get("_target_", "") and _missing("wandb"):
+        raise SetupError("logger=wandb needs the 'wandb' package.\nFix: pip install -e '.[wandb]'   (or logger=tensorboard)")
+
+
+def check_environment(cfg: DictConfig) -> None:
+    import torch
+
+    cuda_available = torch.cuda.is_available()
+    check_strategy(cfg.strategy, cuda_available)
+    check_accelerator(cfg.trainer.accelerator, cuda_available)
+    check_logger(cfg.get("logger"))

@@ -1,0 +1,1 @@
+"""LightningModules (what is trained and how) and the plain nn.Modules they wrap."""
