@@ -1,10 +1,10 @@
 """Train a model. Examples:
 
-    python train.py                                    # this machine, defaults
-    python train.py experiment=smoke                   # a quick check on synthetic data
-    python train.py trainer.devices=2 strategy=ddp     # two processes (CPUs or GPUs)
-    python train.py strategy=deepspeed_stage_2 cluster=lumi
-    python train.py --help                             # every option group and choice
+python train.py                                    # this machine, defaults
+python train.py experiment=smoke                   # a quick check on synthetic data
+python train.py trainer.devices=2 strategy=ddp     # two processes (CPUs or GPUs)
+python train.py strategy=deepspeed_stage_2 cluster=lumi
+python train.py --help                             # every option group and choice
 """
 
 import sys

@@ -18,12 +18,6 @@ def _missing(package: str) -> bool:
 def check_strategy(strategy: DictConfig, cuda_available: bool) -> None:
     name = strategy.name
     needs = strategy.get("requires") or {}
-    for package in needs.get("packages") or []:
-        if _missing(package):
-            raise SetupError(
-                f"strategy={name} needs the '{package}' package, which is not installed.\n"
-                f"Fix: {needs.install}   (or pick another strategy, e.g. strategy=ddp)"
-            )
     if needs.get("cuda") and not cuda_available:
         raise SetupError(
             f"strategy={name} runs only on CUDA/ROCm GPUs, and no GPU is visible here "
@@ -31,6 +25,12 @@ def check_strategy(strategy: DictConfig, cuda_available: bool) -> None:
             f"Fix: run it on a GPU node, e.g. `sbatch scripts/run-gpu1.sh strategy={name}`, "
             "or use strategy=ddp on CPUs."
         )
+    for package in needs.get("packages") or []:
+        if _missing(package):
+            raise SetupError(
+                f"strategy={name} needs the '{package}' package, which is not installed.\n"
+                f"Fix: {needs.install}   (or pick another strategy, e.g. strategy=ddp)"
+            )
 
 
 def check_accelerator(accelerator: str, cuda_available: bool) -> None:
@@ -43,7 +43,9 @@ def check_accelerator(accelerator: str, cuda_available: bool) -> None:
 
 def check_logger(logger: DictConfig | None) -> None:
     if logger is not None and "Wandb" in logger.get("_target_", "") and _missing("wandb"):
-        raise SetupError("logger=wandb needs the 'wandb' package.\nFix: pip install -e '.[wandb]'   (or logger=tensorboard)")
+        raise SetupError(
+            "logger=wandb needs the 'wandb' package.\nFix: pip install -e '.[wandb]'   (or logger=tensorboard)"
+        )
 
 
 def check_environment(cfg: DictConfig) -> None:

@@ -27,8 +27,9 @@ def default_run_id() -> str:
     - Slurm: the job id (unchanged when Slurm requeues the job, so the run resumes in place).
     - torchrun: its rendezvous id; with the default id ("none") the id of the torchrun
       agent process, which is the parent of all local workers.
-    - otherwise: the start time (Lightning's own launcher passes the directory on to the
-      processes it starts, so they agree).
+    - otherwise: the start time, kept in the environment variable RUN_ID: the value stays
+      the same when the config is resolved again, and the processes that Lightning's
+      launcher starts inherit it.
     """
     env = os.environ
     if "SLURM_ARRAY_JOB_ID" in env:
@@ -38,7 +39,7 @@ def default_run_id() -> str:
     if "TORCHELASTIC_RUN_ID" in env:
         run_id = env["TORCHELASTIC_RUN_ID"]
         return f"torchrun-{os.getppid() if run_id == 'none' else run_id}"
-    return datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    return env.setdefault("RUN_ID", datetime.now().strftime("%Y-%m-%d_%H-%M-%S"))
 
 
 def hydra_output_subdir() -> str | None:

@@ -1,0 +1,79 @@
+"""Baking: every answer set gives a clean project; bad answers leave nothing behind."""
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import CHOICES, bake, bake_cli
+
+
+def ruff(project, *args):
+    return subprocess.run([sys.executable, "-m", "ruff", *args], cwd=project, capture_output=True, text=True)
+
+
+def assert_ruff_clean(project):
+    for args in (["check", "."], ["format", "--check", "."]):
+        result = ruff(project, *args)
+        assert result.returncode == 0, f"ruff {' '.join(args)} in {project}:\n{result.stdout}{result.stderr}"
+
+
+def test_default_bake_has_the_promised_layout(default_project):
+    package = default_project / "src" / "mnist_ddp"
+    for path in ["pyproject.toml", "README.md", "train.py", "configs/train.yaml", ".github/workflows/tests.yml"]:
+        assert (default_project / path).is_file(), path
+    for group in ["strategy", "cluster", "model", "data", "trainer", "logger", "experiment"]:
+        assert list((default_project / "configs" / group).glob("*.yaml")), group
+    assert (package / "run.py").is_file()
+    assert not list(default_project.rglob("*{{*")), "unrendered file names"
+    for path in default_project.rglob("*"):
+        if path.is_file() and path.suffix in {".py", ".yaml", ".toml", ".md", ".sh", ".yml"}:
+            assert "cookiecutter." not in path.read_text(), f"unrendered template variable in {path}"
+
+
+def test_default_bake_is_ruff_clean(default_project):
+    assert_ruff_clean(default_project)
+
+
+ANSWER_SETS = (
+    [{"cluster": c} for c in CHOICES["cluster"]]
+    + [{"strategy": s} for s in CHOICES["strategy"]]
+    + [{"logger": lg} for lg in CHOICES["logger"]]
+    + [{"license": lc} for lc in CHOICES["license"]]
+    + [{"project_name": "Weather Net", "python_version": "3.12", "slurm_account": "project_462000007"}]
+)
+
+
+@pytest.mark.parametrize("answers", ANSWER_SETS, ids=lambda a: ",".join(f"{k}={v}" for k, v in a.items()))
+def test_answer_sets_bake_clean(answers, tmp_path):
+    project = bake(tmp_path, **answers)
+    assert_ruff_clean(project)
+    train = (project / "configs" / "train.yaml").read_text()
+    if "logger" in answers:
+        assert f"logger: {answers['logger']}" in train
+    if answers.get("project_name") == "Weather Net":
+        assert project.name == "weather-net" and (project / "src" / "weather_net").is_dir()
+
+
+BAD_ANSWERS = {
+    "package_name=class": "is a Python keyword",
+    "package_name=my-pkg": "not a valid lowercase Python identifier",
+    "package_name=torch": "would shadow",
+    "project_slug=My Project": "project_slug 'My Project'",
+    "slurm_account=project 2001234": "slurm_account",
+    "python_version=2.7": "supported are 3.10",
+}
+
+
+@pytest.mark.parametrize("answer", BAD_ANSWERS)
+def test_bad_answer_is_rejected_without_leftovers(answer, tmp_path):
+    result = bake_cli(tmp_path, answer)
+    assert result.returncode != 0
+    assert BAD_ANSWERS[answer] in result.stderr + result.stdout
+    assert list(tmp_path.iterdir()) == [], "a half-made project was left behind"
+
+
+def test_post_gen_hook_prints_next_steps(tmp_path):
+    result = bake_cli(tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "python train.py" in result.stdout

@@ -1,0 +1,106 @@
+"""What the tests share: run train.py as a user would, make small MNIST files, and a
+callback that records what each rank wrote."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+
+from {{ cookiecutter.package_name }}.data.idx import write_idx
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+# Small and quick: synthetic data, a few steps, no progress bar.
+FAST = [
+    "experiment=smoke",
+    "data.num_samples=256",
+    "data.batch_size=32",
+    "trainer.limit_train_batches=4",
+    "trainer.limit_val_batches=2",
+    "trainer.num_sanity_val_steps=0",
+    "logger=csv",
+    "~callbacks.progress_bar",
+]
+
+
+def project_env(**extra: str) -> dict[str, str]:
+    """The environment of a user who ran `pip install -e .`: the package and tests importable."""
+    path = os.pathsep.join([str(PROJECT / "src"), str(PROJECT), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
+    for name in [n for n in env if n.startswith(("SLURM_", "TORCHELASTIC_", "OMPI_", "PMI_"))]:
+        env.pop(name)  # a test decides itself which launcher it imitates
+    for name in ("RANK", "LOCAL_RANK", "RUN_ID"):
+        env.pop(name, None)
+    env.update(extra)
+    return env
+
+
+def run_train(*overrides: str, launcher: tuple[str, ...] = (), timeout: int = 300, env=None):
+    """Run `[launcher] python train.py overrides...`; fail the test with its output if it fails."""
+    command = [*(launcher or (sys.executable,)), str(PROJECT / "train.py"), *overrides]
+    result = subprocess.run(
+        command, cwd=PROJECT, env=env or project_env(), capture_output=True, text=True, timeout=timeout
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"{' '.join(command)} exited {result.returncode}\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def write_small_mnist(root: Path, train: int = 256, test: int = 64) -> Path:
+    """Real IDX files in torchvision's layout, with random content."""
+    raw = root / "MNIST" / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for prefix, count in (("train", train), ("t10k", test)):
+        write_idx(raw / f"{prefix}-images-idx3-ubyte", rng.integers(0, 256, (count, 28, 28), dtype=np.uint8))
+        write_idx(raw / f"{prefix}-labels-idx1-ubyte", rng.integers(0, 10, count, dtype=np.uint8))
+    return root
+
+
+class RecordRanks(pl.Callback):
+    """Test-only: each rank saves its final weights and lists the checkpoints it wrote.
+
+    Add with `+callbacks.record._target_=tests.helpers.RecordRanks +callbacks.record.path=DIR`.
+    """
+
+    def __init__(self, path: str):
+        self.path = Path(path)
+
+    def setup(self, trainer, pl_module, stage):
+        self.path.mkdir(parents=True, exist_ok=True)
+        rank = trainer.global_rank
+        io = trainer.strategy.checkpoint_io
+        save = io.save_checkpoint
+
+        def recording_save(checkpoint, path, storage_options=None):
+            with open(self.path / f"writes-rank{rank}.txt", "a") as log:
+                log.write(f"{path}\n")
+            return save(checkpoint, path, storage_options=storage_options)
+
+        io.save_checkpoint = recording_save
+
+    def on_fit_end(self, trainer, pl_module):
+        state = {name: tensor.detach().cpu() for name, tensor in pl_module.state_dict().items()}
+        torch.save(
+            {"state": state, "global_step": trainer.global_step, "world_size": trainer.world_size},
+            self.path / f"weights-rank{trainer.global_rank}.pt",
+        )
+
+
+def recorded(path: Path) -> tuple[list[dict], dict[int, list[str]]]:
+    """The weights of every rank, and the checkpoint files each rank wrote."""
+    weights = [torch.load(f, weights_only=False) for f in sorted(path.glob("weights-rank*.pt"))]
+    writes = {int(f.stem.removeprefix("writes-rank")): f.read_text().split() for f in path.glob("writes-rank*.txt")}
+    return weights, writes
+
+
+def assert_same_weights(weights: list[dict], world_size: int) -> None:
+    assert len(weights) == world_size, f"expected {world_size} ranks to finish, got {len(weights)}"
+    first = weights[0]["state"]
+    for other in weights[1:]:
+        for name, tensor in first.items():
+            torch.testing.assert_close(other["state"][name], tensor, msg=f"{name} differs between ranks")

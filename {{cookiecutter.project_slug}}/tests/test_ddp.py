@@ -1,0 +1,42 @@
+"""DDP on 2 CPU processes (gloo) through each way of starting them."""
+
+import sys
+
+import pytest
+
+from tests.helpers import FAST, assert_same_weights, recorded, run_train
+
+pytestmark = pytest.mark.slow
+
+LAUNCHES = {
+    # Lightning starts the second process itself (re-running train.py).
+    "lightning": ((), ["strategy=ddp"]),
+    # Lightning spawns both with multiprocessing.
+    "ddp_spawn": ((), ["strategy=ddp_spawn"]),
+    # torchrun starts both; each runs Hydra itself and must find the same run directory.
+    "torchrun": ((sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2"), ["strategy=ddp"]),
+}
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_two_processes_train_in_step(launch, tmp_path):
+    launcher, strategy = LAUNCHES[launch]
+    record = tmp_path / "record"
+    run_train(
+        *FAST,
+        *strategy,
+        "trainer.accelerator=cpu",
+        "trainer.devices=2",
+        f"output_root={tmp_path / 'outputs'}",
+        "+callbacks.record._target_=tests.helpers.RecordRanks",
+        f"+callbacks.record.path={record}",
+        launcher=launcher,
+    )
+    weights, writes = recorded(record)
+    assert_same_weights(weights, world_size=2)
+    assert all(w["world_size"] == 2 for w in weights)
+
+    run_dirs = list((tmp_path / "outputs").iterdir())
+    assert len(run_dirs) == 1, f"ranks disagreed on the run directory: {run_dirs}"
+    assert (run_dirs[0] / "checkpoints" / "last.ckpt").exists()
+    assert set(writes) == {0}, f"only rank 0 may write checkpoints, got writes from ranks {sorted(writes)}"

@@ -1,0 +1,21 @@
+"""Resuming from last.ckpt continues where the first run stopped."""
+
+import torch
+
+from tests.helpers import FAST, run_train
+
+
+def test_resume_continues_at_the_right_step(tmp_path):
+    common = [*FAST, f"output_root={tmp_path}", "run_id=resumable"]
+    run_train(*common, "trainer.max_epochs=1")
+    checkpoint = tmp_path / "resumable" / "checkpoints" / "last.ckpt"
+    first = torch.load(checkpoint, weights_only=False)
+    assert (first["epoch"], first["global_step"]) == (0, 4)
+
+    result = run_train(*common, "trainer.max_epochs=2", "ckpt_path=last")
+    assert "Restoring states from the checkpoint" in result.stdout + result.stderr
+    second = torch.load(checkpoint, weights_only=False)
+    assert (second["epoch"], second["global_step"]) == (1, 8)  # one more epoch, not two
+    # The optimizer state was restored too (Adam's step count kept counting).
+    steps = [state["step"] for state in second["optimizer_states"][0]["state"].values()]
+    assert all(int(step) == 8 for step in steps)
