@@ -86,7 +86,12 @@ class RecordRanks(pl.Callback):
     def on_fit_end(self, trainer, pl_module):
         state = {name: tensor.detach().cpu() for name, tensor in pl_module.state_dict().items()}
         torch.save(
-            {"state": state, "global_step": trainer.global_step, "world_size": trainer.world_size},
+            {
+                "state": state,
+                "global_step": trainer.global_step,
+                "world_size": trainer.world_size,
+                "sync_batchnorm": any(isinstance(m, torch.nn.SyncBatchNorm) for m in pl_module.modules()),
+            },
             self.path / f"weights-rank{trainer.global_rank}.pt",
         )
 

@@ -7,7 +7,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
-from {{ cookiecutter.package_name }}.launch.checks import SetupError, check_strategy
+from {{ cookiecutter.package_name }}.launch.checks import SetupError, check_strategy, check_sync_batchnorm
 from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
 
 from tests.helpers import PROJECT, run_train
@@ -87,3 +87,10 @@ def test_help_lists_groups():
     result = run_train("--help")
     assert "strategy: " in result.stdout and "cluster: " in result.stdout
     assert Path(PROJECT / "train.py").exists()
+
+
+def test_sync_batchnorm_on_cpu_is_refused_with_the_reason():
+    with pytest.raises(SetupError, match="works only on GPUs"):
+        check_sync_batchnorm(True, "auto", cuda_available=False)
+    check_sync_batchnorm(True, "gpu", cuda_available=True)
+    check_sync_batchnorm(False, "cpu", cuda_available=False)

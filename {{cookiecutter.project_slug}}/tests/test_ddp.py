@@ -35,6 +35,7 @@ def test_two_processes_train_in_step(launch, tmp_path):
     weights, writes = recorded(record)
     assert_same_weights(weights, world_size=2)
     assert all(w["world_size"] == 2 for w in weights)
+    assert not any(w["sync_batchnorm"] for w in weights)  # off by default
 
     run_dirs = list((tmp_path / "outputs").iterdir())
     assert len(run_dirs) == 1, f"ranks disagreed on the run directory: {run_dirs}"

@@ -1,8 +1,9 @@
 """Every model trains on every dataset (Lightning's fast_dev_run: one batch of each)."""
 
 import pytest
+import torch
 
-from tests.helpers import run_train, write_small_mnist
+from tests.helpers import FAST, run_train, write_small_mnist
 
 
 @pytest.mark.parametrize("model", ["cnn", "autoencoder"])
@@ -22,3 +23,17 @@ def test_fast_dev_run(model, data, tmp_path):
         overrides += ["data.num_samples=128", "data.batch_size=16"]
     result = run_train(*overrides)
     assert "fast_dev_run" in result.stdout + result.stderr
+
+
+def test_precision_and_accumulation_switches(tmp_path):
+    result = run_train(
+        *FAST,
+        "trainer.precision=bf16-mixed",
+        "trainer.accumulate_grad_batches=2",
+        "trainer.max_epochs=1",
+        f"output_root={tmp_path}",
+        "run_id=switches",
+    )
+    assert "bf16" in result.stdout + result.stderr
+    checkpoint = torch.load(tmp_path / "switches" / "checkpoints" / "last.ckpt", weights_only=False)
+    assert checkpoint["global_step"] == 2  # 4 batches, one optimizer step per 2

@@ -41,6 +41,15 @@ def check_accelerator(accelerator: str, cuda_available: bool) -> None:
         )
 
 
+def check_sync_batchnorm(sync_batchnorm: bool, accelerator: str, cuda_available: bool) -> None:
+    # torch's SyncBatchNorm has no CPU implementation: DDP would fail later with a bare ValueError.
+    if sync_batchnorm and (accelerator == "cpu" or not cuda_available):
+        raise SetupError(
+            "trainer.sync_batchnorm=true works only on GPUs (torch's SyncBatchNorm has no CPU version).\n"
+            "Fix: drop the override on CPUs, or run on GPUs."
+        )
+
+
 def check_logger(logger: DictConfig | None) -> None:
     if logger is not None and "Wandb" in logger.get("_target_", "") and _missing("wandb"):
         raise SetupError(
@@ -54,4 +63,5 @@ def check_environment(cfg: DictConfig) -> None:
     cuda_available = torch.cuda.is_available()
     check_strategy(cfg.strategy, cuda_available)
     check_accelerator(cfg.trainer.accelerator, cuda_available)
+    check_sync_batchnorm(cfg.trainer.sync_batchnorm, cfg.trainer.accelerator, cuda_available)
     check_logger(cfg.get("logger"))
