@@ -10,6 +10,7 @@ source "${VENV:-.venv}/bin/activate"
 rm -rf build/demo
 cookiecutter . --no-input --output-dir build/demo
 cd build/demo/mnist-ddp
-pip install --quiet --no-deps -e .
+# PYTHONPATH=src instead of `pip install -e .`: the demo leaves the shared .venv untouched.
+export PYTHONPATH=$PWD/src
 # Synthetic data has MNIST's shape and size and needs no download; use data=mnist with internet.
 python train.py data=synthetic data.num_samples=60000 trainer.max_epochs=1 "$@"
