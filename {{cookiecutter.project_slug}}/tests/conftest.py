@@ -3,6 +3,7 @@
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -36,14 +37,15 @@ def shellcheck() -> str:
 
 
 @pytest.fixture(scope="session")
-def local_slurm(tmp_path_factory):
+def local_slurm():
     """A 2-node Slurm on this machine, started once for the session (needs root; installs slurm-wlm)."""
     if os.geteuid() != 0:
         pytest.skip("starting a local Slurm needs root (CI runs as root)")
     installed = shutil.which("sbatch") is not None
     if not installed and shutil.which("apt-get") is None:
         pytest.skip("Slurm is not installed and there is no apt-get to install it")
-    directory = tmp_path_factory.mktemp("local-slurm")
+    # Not under pytest's tmp_path: munged refuses a socket below a directory that is not world-executable.
+    directory = Path(tempfile.mkdtemp(prefix="local-slurm-"))
     env = {
         **os.environ,
         "LOCAL_SLURM_DIR": str(directory),
@@ -64,4 +66,5 @@ def local_slurm(tmp_path_factory):
     try:
         yield LocalSlurm(conf=directory / "etc" / "slurm.conf", partition="gpu")
     finally:
-        subprocess.run(["bash", str(SLURM_SCRIPTS / "stop-local-slurm.sh")], env=env, capture_output=True, timeout=300)
+        stop = ["bash", str(SLURM_SCRIPTS / "stop-local-slurm.sh"), "--purge"]
+        subprocess.run(stop, env=env, capture_output=True, timeout=300)

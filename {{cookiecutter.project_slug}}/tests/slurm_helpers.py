@@ -41,9 +41,10 @@ class LocalSlurm:
         return result
 
     def submit(self, script: Path, *train_overrides: str, sbatch_options: tuple[str, ...] = ()) -> str:
-        """sbatch from the project directory; returns the job id."""
-        log = script.parent / "%x-%j.out"
-        result = self.command("sbatch", "--parsable", f"--output={log}", *sbatch_options, str(script), *train_overrides)
+        """sbatch from the project directory; returns the job id. The job name is the test's
+        directory: job ids start again at 2 in each session, and the logs are named after both."""
+        options = [f"--job-name={script.parent.name}", f"--output={script.parent / '%x-%j.out'}", *sbatch_options]
+        result = self.command("sbatch", "--parsable", *options, str(script), *train_overrides)
         return result.stdout.strip().split(";")[0]
 
     def job(self, job_id: str) -> dict[str, str]:
@@ -65,6 +66,16 @@ class LocalSlurm:
                 raise AssertionError(f"{failure} within {timeout} s")
             time.sleep(0.5)
 
+    def release_requeued(self, job_id: str, timeout: float = 120) -> None:
+        """A requeued job waits ~2 minutes (BeginTime) before it may start again: start it now."""
+        self.wait_for(lambda: self.job(job_id).get("Restarts") == "1", f"job {job_id} was not requeued", timeout)
+        deadline = time.monotonic() + timeout
+        while self.job(job_id)["JobState"] in ("PENDING", "REQUEUED", "COMPLETING", "REQUEUE_HOLD", "REQUEUE_FED"):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"requeued job {job_id} did not start again within {timeout} s")
+            self.command("scontrol", "update", f"jobid={job_id}", "StartTime=now", check=False)
+            time.sleep(1)
+
     def log(self, script: Path, job_id: str) -> str:
         return job_log(script, job_id)
 
@@ -77,8 +88,9 @@ class LocalSlurm:
 
 
 def job_log(script: Path, job_id: str) -> str:
-    parts = [path.read_text() for path in sorted(script.parent.glob(f"*-{job_id}.out"))]
-    for path in sorted((PROJECT / "logs").glob(f"*-{job_id}/*.log")):
+    name = script.parent.name
+    parts = [path.read_text() for path in sorted(script.parent.glob(f"{name}-{job_id}.out"))]
+    for path in sorted((PROJECT / "logs" / f"{name}-{job_id}").glob("*.log")):
         parts.append(f"--- {path.name}\n{path.read_text()}")
     return "\n".join(parts)
 
