@@ -12,8 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
-
 from .profiles import ProfileError, detect_cluster, load, set_dotted
 from .render import LAUNCHERS, Job, render, script_targets, strategy_launcher, write_scripts
 
@@ -48,7 +46,7 @@ def job_from(settings: list[str], train_overrides: list[str], command: str) -> J
         if not sep or (key not in SETTINGS and not key.startswith("cluster.")):
             raise ProfileError(f"{setting!r}: expected KEY=VALUE with KEY one of {', '.join(SETTINGS)} or cluster.*")
         if key.startswith("cluster."):
-            profile_overrides.append((key.removeprefix("cluster."), yaml.safe_load(value)))
+            profile_overrides.append((key.removeprefix("cluster."), value))
         else:
             values[key] = value
     targets = script_targets()

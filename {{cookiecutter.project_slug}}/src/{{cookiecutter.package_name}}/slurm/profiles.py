@@ -49,7 +49,7 @@ def load(group: str, name: str, configs: Path = CONFIGS) -> dict:
     return merge(merged, data)
 
 
-def set_dotted(config: dict, dotted_key: str, value) -> None:
+def set_dotted(config: dict, dotted_key: str, text: str) -> None:
     """`slurm.time=02:00:00` style overrides; unknown keys are refused (a typo would be ignored)."""
     *parents, last = dotted_key.split(".")
     node = config
@@ -59,7 +59,9 @@ def set_dotted(config: dict, dotted_key: str, value) -> None:
         node = node[key]
     if last not in node:
         raise ProfileError(f"cluster.{dotted_key}: no such key; known here: {', '.join(node)}")
-    node[last] = value
+    value = yaml.safe_load(text)  # numbers, lists, null, ...
+    # ... but a string stays a string: YAML would read a time such as 12:00:00 as a number.
+    node[last] = text if isinstance(node[last], str) or (node[last] is None and ":" in text) else value
 
 
 def detect_cluster(
