@@ -4,5 +4,5 @@
     python -m {{ cookiecutter.package_name }}.slurm --write-scripts                           # re-render scripts/
 
 Only the standard library and PyYAML are used here (no Hydra, no torch): cookiecutter's
-post-generation hook renders scripts/ with this code, in whatever Python runs cookiecutter.
+post-generation hook renders scripts/ with this code, in the Python that runs cookiecutter itself.
 """
