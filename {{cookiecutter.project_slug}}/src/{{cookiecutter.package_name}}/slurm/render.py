@@ -193,6 +193,14 @@ REQUEUE = [
 ]
 
 
+def scratch_note(job: Job) -> list[str]:
+    scratch = job.slurm.get("local_scratch")
+    if not scratch:
+        return []
+    path = scratch["path"]
+    return [f'echo "  node-local disk: {path} (fast reads: copy the data there, then data.root={path}/...)"']
+
+
 def train_command(job: Job) -> str:
     overrides = [
         f"cluster={job.cluster['name']}",
@@ -252,7 +260,7 @@ def render(job: Job) -> str:
         software(job),
         environment(job),
         RENDEZVOUS,
-        SUMMARY,
+        SUMMARY + scratch_note(job),
         REQUEUE if job.batch_shell_requeues else [],
         launch(job),
     ]
