@@ -78,6 +78,39 @@ def test_preempted_job_checkpoints_requeues_and_resumes(local_slurm, tmp_path):
     assert {w["global_step"] for w in weights} == {12 * 2}
 
 
+def test_torchrun_job_is_requeued_by_its_batch_shell(local_slurm, tmp_path):
+    """Under torchrun the batch shell gets the signal (--signal=B:USR1@90), requeues the job,
+    and the requeued run resumes from last.ckpt instead of starting again from zero."""
+    outputs, starts, record = tmp_path / "outputs", tmp_path / "starts", tmp_path / "record"
+    script = write_script(tmp_path, nodes=2, launcher="torchrun")
+    job_id = local_slurm.submit(
+        script,
+        *FAST,
+        "trainer.max_epochs=12",
+        f"output_root={outputs}",
+        *RECORD,
+        f"+callbacks.record.path={record}",
+        "+callbacks.starts._target_=tests.slurm_helpers.RecordStarts",
+        f"+callbacks.starts.path={starts}",
+        "+callbacks.starts.seconds_per_step=0.25",
+    )
+    first_checkpoint = outputs / f"slurm-{job_id}" / "checkpoints" / "last.ckpt"
+    local_slurm.wait_for(first_checkpoint.exists, f"job {job_id} wrote no checkpoint", timeout=300)
+    local_slurm.command("scancel", "--batch", "--signal=USR1", job_id)
+    local_slurm.release_requeued(job_id)
+    info = local_slurm.wait(job_id, timeout=600)
+    log = local_slurm.log(script, job_id)
+    assert info["JobState"] == "COMPLETED", f"job {job_id} ended {info['JobState']}:\n{log}"
+    assert f"SIGUSR1: requeueing job {job_id}" in log
+
+    first, second = [tuple(map(int, line.split())) for line in (starts / "starts-rank0.txt").read_text().splitlines()]
+    assert first == (0, 0)
+    assert second[0] >= 1 and second[1] >= 2, f"the requeued run started at epoch/step {second}, not from last.ckpt"
+    weights, _ = recorded(record)
+    assert_same_weights(weights, world_size=4)
+    assert {w["global_step"] for w in weights} == {12 * 2}
+
+
 def test_mismatched_allocation_fails_fast_with_the_fix(local_slurm, tmp_path):
     """One task per node where the Trainer expects two: stop with the #SBATCH line to change."""
     script = write_script(tmp_path, nodes=2)
