@@ -1,8 +1,9 @@
 """Render one sbatch script from a cluster profile, a strategy, a job size and a launcher.
 
 Launchers (how the training processes start on the allocated nodes):
-- srun: one Slurm task per GPU; Lightning reads its rank from Slurm and, on SIGUSR1 before
-  the time limit, saves a checkpoint and requeues the job (its native Slurm mode).
+- srun: one Slurm task per GPU; Lightning reads its rank from Slurm (its native Slurm mode)
+  and, on SIGUSR1 before the time limit, callbacks/requeue.py saves a checkpoint and
+  requeues the job.
 - torchrun: one task per node running torchrun, which starts a process per GPU and meets
   the other nodes at a c10d rendezvous on the first node.
 - horovodrun: started once by the batch shell; it reaches the nodes itself (MPI or gloo).
