@@ -1,5 +1,6 @@
 """Tidy up the fresh project, render its Slurm scripts and print what to do next."""
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -14,9 +15,7 @@ if LICENSE == "none":
 # standard library and PyYAML (a dependency of cookiecutter), not the project's own
 # dependencies, so it runs in whatever Python runs cookiecutter.
 sys.path.insert(0, "src")
-from {{ cookiecutter.package_name }}.slurm.render import write_scripts  # noqa: E402
-
-write_scripts(Path.cwd())
+importlib.import_module("{{ cookiecutter.package_name }}.slurm.render").write_scripts(Path.cwd())
 
 print(
     f"""
