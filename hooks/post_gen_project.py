@@ -1,5 +1,7 @@
-"""Tidy up the fresh project and print what to do next."""
+"""Tidy up the fresh project, render its Slurm scripts and print what to do next."""
 
+import importlib
+import sys
 from pathlib import Path
 
 LICENSE = "{{ cookiecutter.license }}"
@@ -7,6 +9,13 @@ SLUG = "{{ cookiecutter.project_slug }}"
 
 if LICENSE == "none":
     Path("LICENSE").unlink()
+
+# scripts/run-gpu{1,4,8}.sh come from the project's own renderer, so that they never differ
+# from what `python -m <package>.slurm --write-scripts` writes later. It needs only the
+# standard library and PyYAML (a dependency of cookiecutter), not the project's own
+# dependencies, so it runs in whatever Python runs cookiecutter.
+sys.path.insert(0, "src")
+importlib.import_module("{{ cookiecutter.package_name }}.slurm.render").write_scripts(Path.cwd())
 
 print(
     f"""

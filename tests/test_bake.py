@@ -1,10 +1,10 @@
 """Baking: every answer set gives a clean project; bad answers leave nothing behind."""
 
+import shutil
 import subprocess
 import sys
 
 import pytest
-
 from conftest import CHOICES, bake, bake_cli
 
 
@@ -77,3 +77,19 @@ def test_post_gen_hook_prints_next_steps(tmp_path):
     result = bake_cli(tmp_path)
     assert result.returncode == 0, result.stderr
     assert "python train.py" in result.stdout
+
+
+@pytest.mark.parametrize("cluster", CHOICES["cluster"])
+def test_each_cluster_answer_renders_the_three_scripts(cluster, tmp_path):
+    project = bake(tmp_path, cluster=cluster, strategy="deepspeed", slurm_account="project_462000007")
+    scripts = sorted(p.name for p in (project / "scripts").glob("*.sh"))
+    assert scripts == ["run-gpu1.sh", "run-gpu4.sh", "run-gpu8.sh"]
+    target = "generic" if cluster == "local" else cluster  # local has no Slurm: scripts for any Slurm cluster
+    for name in scripts:
+        text = (project / "scripts" / name).read_text()
+        assert f"cluster={target} strategy=deepspeed" in text
+        assert "#SBATCH --account=project_462000007" in text
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck is not installed (tools/setup.sh installs it when run as root)")
+    result = subprocess.run(["shellcheck", *map(str, (project / "scripts").glob("*.sh"))], capture_output=True)
+    assert result.returncode == 0, result.stdout.decode()

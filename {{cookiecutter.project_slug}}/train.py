@@ -14,6 +14,7 @@ from omegaconf import DictConfig
 
 from {{ cookiecutter.package_name }}.launch.checks import SetupError
 from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
+from {{ cookiecutter.package_name }}.slurm.profiles import add_detected_cluster
 
 register_resolvers()  # ${default_run_id:} etc., needed before Hydra reads the configs
 
@@ -31,4 +32,6 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    # On a known cluster (SLURM_CLUSTER_NAME or the host name) its profile is the default.
+    sys.argv[1:] = add_detected_cluster(sys.argv[1:])
     main()

@@ -10,6 +10,10 @@ import pytorch_lightning as pl
 
 
 class Throughput(pl.Callback):
+    def on_train_start(self, trainer, pl_module):
+        # A run resumed in the middle of an epoch (a requeued Slurm job) gets no on_train_epoch_start.
+        self.on_train_epoch_start(trainer, pl_module)
+
     def on_train_epoch_start(self, trainer, pl_module):
         self._samples = 0
         self._start = self._last = time.perf_counter()

@@ -1,0 +1,57 @@
+"""Checkpoint and requeue a Slurm job before its time runs out, at a point all ranks agree on.
+
+`#SBATCH --signal=SIGUSR1@90` makes Slurm send SIGUSR1 90 s before the time limit. Lightning's
+own handler saves a checkpoint inside the signal handler; a rank that is in the middle of a
+gradient all-reduce at that moment never joins the checkpoint's barrier, and the job hangs
+until Slurm kills it (seen on the local Slurm of the tests). Here the handler only raises a
+flag; after each training batch the ranks agree on it (one all-reduce of a boolean), then they
+save the checkpoint that Lightning resumes from (hpc_ckpt_<n>.ckpt in the run directory, which
+stays the same: the run id is the job id), rank 0 requeues the job, and all exit.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytorch_lightning as pl
+from lightning_fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
+from pytorch_lightning.utilities import rank_zero_info
+
+
+class SlurmRequeue(pl.Callback):
+    def __init__(self, signum: int = signal.SIGUSR1):
+        self.signum = signal.Signals(signum)
+        self.requested = False
+        self.active = False
+
+    def setup(self, trainer, pl_module, stage):
+        # Only where srun started every rank: torchrun/horovodrun jobs are requeued by the batch
+        # script, which gets the signal instead (--signal=B:USR1@90).
+        self.active = stage == "fit" and SLURMEnvironment.detect() and not TorchElasticEnvironment.detect()
+        if self.active:
+            # Registered before Lightning registers its handlers, so it keeps its own off for this signal.
+            signal.signal(self.signum, self._on_signal)
+
+    def _on_signal(self, signum, frame):
+        self.requested = True
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if not self.active or not trainer.strategy.reduce_boolean_decision(self.requested, all=False):
+            return
+        path = trainer._checkpoint_connector.hpc_save_path(trainer.default_root_dir)  # where Lightning resumes from
+        rank_zero_info(f"{self.signum.name}: saving {path} and requeueing the job")
+        trainer.save_checkpoint(path)  # ends with a barrier: every rank gets here before the requeue
+        if trainer.is_global_zero:
+            subprocess.run(["scontrol", "requeue", _job_id()], check=False)
+        # Leave now, on every rank: the requeue kills this job step, and a rank that went on
+        # (finishing the epoch, saving last.ckpt) could still be writing when the requeued job starts.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+def _job_id() -> str:
+    if "SLURM_ARRAY_JOB_ID" in os.environ:
+        return f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ['SLURM_ARRAY_TASK_ID']}"
+    return os.environ["SLURM_JOB_ID"]

@@ -1,0 +1,121 @@
+"""Submit jobs to the local Slurm of the tests and look at what they did."""
+
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytorch_lightning as pl
+
+from {{ cookiecutter.package_name }}.slurm.profiles import load
+from {{ cookiecutter.package_name }}.slurm.render import Job, render
+
+from tests.helpers import PROJECT, project_env
+
+
+@dataclass
+class Finished:
+    job_id: str
+    state: str
+    exit_code: str
+    seconds: float  # from submission to the end, as seen from here
+    log: str  # the batch log, then each rank's (or node's) output
+
+
+@dataclass
+class LocalSlurm:
+    conf: Path
+    partition: str
+
+    def env(self) -> dict[str, str]:
+        env = project_env(SLURM_CONF=str(self.conf))
+        env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"  # `python` in the job is this one
+        return env
+
+    def command(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        result = subprocess.run(args, env=self.env(), cwd=PROJECT, capture_output=True, text=True, timeout=120)
+        if check and result.returncode != 0:
+            raise AssertionError(f"{' '.join(args)} exited {result.returncode}: {result.stdout}{result.stderr}")
+        return result
+
+    def submit(self, script: Path, *train_overrides: str, sbatch_options: tuple[str, ...] = ()) -> str:
+        """sbatch from the project directory; returns the job id. The job name is the test's
+        directory: job ids start again at 2 in each session, and the logs are named after both."""
+        options = [f"--job-name={script.parent.name}", f"--output={script.parent / '%x-%j.out'}", *sbatch_options]
+        result = self.command("sbatch", "--parsable", *options, str(script), *train_overrides)
+        return result.stdout.strip().split(";")[0]
+
+    def job(self, job_id: str) -> dict[str, str]:
+        text = self.command("scontrol", "show", "job", job_id).stdout
+        return dict(re.findall(r"(\w+)=(\S*)", text))
+
+    def wait(self, job_id: str, until=("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"), timeout=600):
+        deadline = time.monotonic() + timeout
+        while (info := self.job(job_id))["JobState"] not in until:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"job {job_id} still {info['JobState']} after {timeout} s:\n{info}")
+            time.sleep(0.5)
+        return info
+
+    def wait_for(self, condition, failure: str, timeout: float):
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{failure} within {timeout} s")
+            time.sleep(0.5)
+
+    def release_requeued(self, job_id: str, timeout: float = 120) -> None:
+        """A requeued job waits ~2 minutes (BeginTime) before it may start again: start it now."""
+        self.wait_for(lambda: self.job(job_id).get("Restarts") == "1", f"job {job_id} was not requeued", timeout)
+        deadline = time.monotonic() + timeout
+        while self.job(job_id)["JobState"] in ("PENDING", "REQUEUED", "COMPLETING", "REQUEUE_HOLD", "REQUEUE_FED"):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"requeued job {job_id} did not start again within {timeout} s")
+            self.command("scontrol", "update", f"jobid={job_id}", "StartTime=now", check=False)
+            time.sleep(1)
+
+    def log(self, script: Path, job_id: str) -> str:
+        return job_log(script, job_id)
+
+    def run(self, script: Path, *train_overrides: str, sbatch_options: tuple[str, ...] = (), timeout=600) -> Finished:
+        """Submit and wait for the end (a hang fails the test after `timeout` seconds)."""
+        start = time.monotonic()
+        job_id = self.submit(script, *train_overrides, sbatch_options=sbatch_options)
+        info = self.wait(job_id, timeout=timeout)
+        return Finished(job_id, info["JobState"], info["ExitCode"], time.monotonic() - start, job_log(script, job_id))
+
+
+def job_log(script: Path, job_id: str) -> str:
+    name = script.parent.name
+    parts = [path.read_text() for path in sorted(script.parent.glob(f"{name}-{job_id}.out"))]
+    for path in sorted((PROJECT / "logs" / f"{name}-{job_id}").glob("*.log")):
+        parts.append(f"--- {path.name}\n{path.read_text()}")
+    return "\n".join(parts)
+
+
+def write_script(directory: Path, name: str = "job.sh", **job) -> Path:
+    """Render a script for the local Slurm (configs/cluster/localslurm.yaml)."""
+    text = render(Job(load("cluster", "localslurm"), **{"strategy": "ddp", **job}))
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text(text)
+    return path
+
+
+class RecordStarts(pl.Callback):
+    """Test-only: note where each start of training begins, and slow the steps down so a
+    signal can arrive in the middle. Add with `+callbacks.starts._target_=tests.slurm_helpers.RecordStarts`."""
+
+    def __init__(self, path: str, seconds_per_step: float = 0.0):
+        self.path = Path(path)
+        self.seconds_per_step = seconds_per_step
+
+    def on_train_start(self, trainer, pl_module):
+        self.path.mkdir(parents=True, exist_ok=True)
+        with open(self.path / f"starts-rank{trainer.global_rank}.txt", "a") as record:
+            record.write(f"{trainer.current_epoch} {trainer.global_step}\n")
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        time.sleep(self.seconds_per_step)

@@ -1,0 +1,156 @@
+"""The sbatch renderer: scripts/ in sync, every profile's script passes shellcheck, the
+cluster facts land on the right #SBATCH lines, and the cluster is picked automatically."""
+
+import subprocess
+import sys
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
+from {{ cookiecutter.package_name }}.slurm.__main__ import main as slurm_main
+from {{ cookiecutter.package_name }}.slurm.profiles import (
+    ProfileError,
+    add_detected_cluster,
+    choices,
+    detect_cluster,
+    load,
+)
+from {{ cookiecutter.package_name }}.slurm.render import LAUNCHERS, SCRIPTS, Job, default_scripts, render
+
+from tests.helpers import PROJECT
+
+SLURM_CLUSTERS = [name for name in choices("cluster") if load("cluster", name).get("slurm") is not None]
+
+
+def script(cluster: str, **job) -> str:
+    return render(Job(load("cluster", cluster), **{"strategy": "ddp", **job}))
+
+
+def sbatch_lines(text: str) -> list[str]:
+    return [line.removeprefix("#SBATCH ") for line in text.splitlines() if line.startswith("#SBATCH")]
+
+
+def test_scripts_are_in_sync_with_the_renderer():
+    for name, text in default_scripts().items():
+        assert (PROJECT / "scripts" / name).read_text() == text, (
+            f"scripts/{name} differs from its profile: run `python -m {{ cookiecutter.package_name }}.slurm "
+            "--write-scripts` (and commit the result)"
+        )
+
+
+def test_every_rendered_script_passes_shellcheck(shellcheck, tmp_path):
+    paths = []
+    for cluster in SLURM_CLUSTERS:
+        for launcher in LAUNCHERS:
+            for name, (nodes, gpus) in SCRIPTS.items():
+                path = tmp_path / f"{cluster}-{launcher}-{name}"
+                path.write_text(script(cluster, launcher=launcher, nodes=nodes, gpus_per_node=gpus))
+                paths.append(str(path))
+    result = subprocess.run([shellcheck, *paths, *map(str, (PROJECT / "scripts").glob("*.sh"))], capture_output=True)
+    assert result.returncode == 0, result.stdout.decode()
+
+
+@pytest.mark.parametrize("cluster", SLURM_CLUSTERS)
+def test_every_script_has_the_promised_safety_lines(cluster):
+    for launcher in LAUNCHERS:
+        text = script(cluster, launcher=launcher, nodes=2)
+        assert "set -euo pipefail" in text
+        assert "--requeue" in sbatch_lines(text)
+        assert any(line.startswith("--signal=") and line.endswith("USR1@90") for line in sbatch_lines(text))
+        assert "MASTER_PORT=$((20000 + SLURM_JOB_ID % 40000))" in text
+        assert 'echo "Job $SLURM_JOB_ID' in text
+        if launcher != "horovodrun":
+            assert "srun --kill-on-bad-exit=1" in text
+        assert '"$@"' in text  # the script's arguments reach train.py
+
+
+def test_cluster_facts_reach_the_header():
+    puhti = sbatch_lines(script("puhti", nodes=2))
+    assert puhti[1:4] == ["--account={{ cookiecutter.slurm_account }}", "--partition=gpu", "--nodes=2"]
+    assert {"--ntasks-per-node=4", "--cpus-per-task=10", "--mem=0", "--gres=gpu:v100:4,nvme:100"} <= set(puhti)
+
+    assert "--partition=gpusmall" in sbatch_lines(script("mahti", gpus_per_node=2))  # at most 2 GPUs
+    assert "--partition=gpumedium" in sbatch_lines(script("mahti", gpus_per_node=3))
+    assert "--partition=gputest" in sbatch_lines(script("mahti", test=True))
+
+    lumi = script("lumi", nodes=2)
+    assert {"--partition=standard-g", "--gpus-per-node=8", "--ntasks-per-node=8", "--cpus-per-task=7"} <= set(
+        sbatch_lines(lumi)
+    )
+    assert "--cpu-bind=mask_cpu:" in lumi and "MIOPEN_USER_DB_PATH" in lumi and "NCCL_SOCKET_IFNAME" in lumi
+    lumi_one = script("lumi", gpus_per_node=1)
+    assert "--partition=small-g" in sbatch_lines(lumi_one) and "--cpu-bind" not in lumi_one  # masks need whole nodes
+
+    assert "--gpus-per-node=v100:2" in sbatch_lines(script("palmetto"))
+    assert "WANDB_MODE=offline" in script("puhti") and "WANDB_MODE=offline" not in script("palmetto")
+
+
+def test_launchers_split_the_node_differently():
+    srun = script("puhti", nodes=2)
+    assert "--ntasks-per-node=4" in sbatch_lines(srun) and "cluster.devices=4 cluster.num_nodes" not in srun
+    assert "train.py cluster=puhti strategy=ddp cluster.num_nodes=2 cluster.devices=4" in srun
+
+    torchrun = script("puhti", nodes=2, launcher="torchrun")
+    assert {"--ntasks-per-node=1", "--cpus-per-task=40", "--signal=B:USR1@90"} <= set(sbatch_lines(torchrun))
+    assert "--nproc_per_node=4" in torchrun and "--rdzv_backend=c10d" in torchrun
+    assert "OMP_NUM_THREADS=$((SLURM_CPUS_PER_TASK / 4))" in torchrun
+    assert "scontrol requeue" in torchrun and "RESUME=(ckpt_path=last)" in torchrun
+
+    horovod = script("puhti", nodes=2, launcher="horovodrun")
+    assert 'horovodrun -np "$SLURM_NTASKS"' in horovod and "--ntasks-per-node=4" in sbatch_lines(horovod)
+
+
+def test_impossible_jobs_are_refused_with_the_choices():
+    with pytest.raises(ProfileError, match="a puhti node has 4"):
+        Job(load("cluster", "puhti"), "ddp", gpus_per_node=8)
+    with pytest.raises(ProfileError, match="has no Slurm"):
+        Job(load("cluster", "local"), "ddp")
+    with pytest.raises(ProfileError, match="choose one of: generic, local"):
+        load("cluster", "nowhere")
+
+
+def test_command_line_prints_writes_and_checks_overrides(tmp_path, capsys):
+    assert slurm_main(["cluster=mahti", "nodes=2", "cluster.slurm.time=12:00:00", "--", "trainer.max_epochs=5"]) == 0
+    printed = capsys.readouterr().out
+    assert "#SBATCH --time=12:00:00" in printed and "trainer.max_epochs=5" in printed
+    out = tmp_path / "job.sh"
+    assert slurm_main(["cluster=lumi", "strategy=deepspeed", "-o", str(out)]) == 0
+    assert "strategy=deepspeed" in out.read_text()
+    assert slurm_main(["cluster=puhti", "cluster.slurm.tme=1"]) == 2
+    assert "no such key" in capsys.readouterr().err
+
+
+def test_python_dash_m_works():
+    result = subprocess.run(
+        [sys.executable, "-m", "{{ cookiecutter.package_name }}.slurm", "cluster=narvi", "gpus=1"],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(PROJECT / "src"), "PATH": ""},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "#SBATCH --gres=gpu:1" in result.stdout
+
+
+def test_cluster_is_detected_from_slurm_or_the_host_name():
+    assert detect_cluster({"SLURM_CLUSTER_NAME": "lumi"}, hostnames=["x"]) == ("lumi", "SLURM_CLUSTER_NAME=lumi")
+    assert detect_cluster({}, hostnames=["mahti-login11.mahti.csc.fi"])[0] == "mahti"
+    assert detect_cluster({}, hostnames=["puhti-login12"])[0] == "puhti"
+    assert detect_cluster({}, hostnames=["my-laptop"]) is None
+
+
+def test_an_explicit_cluster_wins_over_detection(monkeypatch):
+    monkeypatch.setenv("SLURM_CLUSTER_NAME", "puhti")
+    assert add_detected_cluster(["cluster=local", "trainer.max_epochs=1"]) == ["cluster=local", "trainer.max_epochs=1"]
+    assert add_detected_cluster(["trainer.max_epochs=1"]) == ["cluster=puhti", "trainer.max_epochs=1"]
+
+
+@pytest.mark.parametrize("cluster", ["puhti", "lumi", "palmetto"])
+def test_a_cluster_sets_the_trainer(cluster):
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(PROJECT / "configs"), version_base="1.3"):
+        cfg = compose("train", overrides=[f"cluster={cluster}", "cluster.num_nodes=2", "output_dir=/tmp/run"])
+    profile = load("cluster", cluster)
+    assert cfg.trainer.accelerator == "gpu"  # also LUMI's AMD GPUs: torch sees them as CUDA devices
+    assert (cfg.trainer.devices, cfg.trainer.num_nodes) == (profile["devices"], 2)

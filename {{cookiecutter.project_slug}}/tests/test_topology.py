@@ -1,0 +1,62 @@
+"""The topology guard: a Slurm allocation that does not match the Trainer stops at once."""
+
+import pytest
+
+from {{ cookiecutter.package_name }}.launch.checks import SetupError
+from {{ cookiecutter.package_name }}.launch.topology import check_topology, tasks_per_node
+
+SRUN_2x2 = {
+    "SLURM_JOB_ID": "7",
+    "SLURM_STEP_ID": "0",
+    "SLURM_NTASKS": "4",
+    "SLURM_STEP_NUM_NODES": "2",
+    "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
+}
+
+
+def test_tasks_per_node_reads_slurms_notation():
+    assert tasks_per_node("4(x2)") == 4
+    assert tasks_per_node("2") == 2
+    assert tasks_per_node("2,1") is None
+
+
+def test_a_matching_allocation_passes():
+    check_topology(2, 2, "cpu", 0, SRUN_2x2)
+    check_topology(8, 1, "gpu", 0, {})  # not in Slurm: nothing to check
+
+
+@pytest.mark.parametrize(
+    "devices, nodes, message, fix",
+    [
+        (4, 2, "Slurm started 2 task(s) per node, but the Trainer expects devices=4", "#SBATCH --ntasks-per-node=4"),
+        (2, 1, "runs on 2 node(s), but the Trainer expects num_nodes=1", "#SBATCH --nodes=1"),
+    ],
+)
+def test_srun_mismatch_names_the_line_to_change(devices, nodes, message, fix):
+    with pytest.raises(SetupError, match="Fix") as error:
+        check_topology(devices, nodes, "cpu", 0, SRUN_2x2)
+    assert message in str(error.value) and fix in str(error.value)
+
+
+def test_uneven_tasks_ask_for_ntasks_per_node():
+    with pytest.raises(SetupError, match="--ntasks-per-node=2"):
+        check_topology(2, 2, "cpu", 0, {**SRUN_2x2, "SLURM_STEP_TASKS_PER_NODE": "2,1"})
+
+
+def test_torchrun_mismatch():
+    env = {"SLURM_JOB_ID": "7", "TORCHELASTIC_RUN_ID": "7", "LOCAL_WORLD_SIZE": "2", "WORLD_SIZE": "4"}
+    check_topology(2, 2, "cpu", 0, env)
+    with pytest.raises(SetupError, match="--nproc_per_node=4"):
+        check_topology(4, 2, "cpu", 0, env)
+
+
+def test_batch_shell_without_srun_would_hang():
+    env = {"SLURM_JOB_ID": "7", "SLURM_NTASKS": "4", "SLURM_JOB_NAME": "train"}
+    with pytest.raises(SetupError, match="without srun"):
+        check_topology(2, 2, "cpu", 0, env)
+    check_topology(2, 2, "cpu", 0, {**env, "SLURM_JOB_NAME": "interactive"})  # Lightning ignores Slurm there
+
+
+def test_gpus_per_task_is_refused():
+    with pytest.raises(SetupError, match="GPUs per node"):
+        check_topology(4, 1, "gpu", 1, {**SRUN_2x2, "SLURM_STEP_NUM_NODES": "1", "SLURM_STEP_TASKS_PER_NODE": "4"})
