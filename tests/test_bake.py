@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import CHOICES, bake, bake_cli
+from conftest import CHOICES, TEMPLATE, bake, bake_cli
 
 
 def ruff(project, *args):
@@ -29,6 +29,10 @@ def test_default_bake_has_the_promised_layout(default_project):
     for path in default_project.rglob("*"):
         if path.is_file() and path.suffix in {".py", ".yaml", ".toml", ".md", ".sh", ".yml"}:
             assert "cookiecutter." not in path.read_text(), f"unrendered template variable in {path}"
+
+
+def test_template_tooling_is_ruff_clean():
+    assert_ruff_clean(TEMPLATE)  # hooks/ and tests/; the Jinja project directory is excluded
 
 
 def test_default_bake_is_ruff_clean(default_project):
