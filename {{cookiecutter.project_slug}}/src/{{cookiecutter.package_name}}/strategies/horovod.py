@@ -1,0 +1,160 @@
+"""Horovod for Lightning 2.x, which dropped its own HorovodStrategy in 2.0.
+
+Horovod starts the processes and owns the ranks; trainer.devices and num_nodes are ignored:
+
+    horovodrun -np 4 python train.py strategy=horovod            # one machine
+    srun --mpi=pmix python train.py strategy=horovod             # Slurm, Horovod built with MPI
+
+Gradients are averaged by hvd.DistributedOptimizer (ring all-reduce over NCCL, MPI or gloo),
+so the global batch is data.batch_size x processes, as with DDP.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import horovod.torch as hvd
+import pytorch_lightning as pl
+import torch
+import torchmetrics
+from lightning_utilities.core.rank_zero import rank_zero_only as utils_rank_zero_only
+from pytorch_lightning.strategies import ParallelStrategy
+from pytorch_lightning.trainer.states import TrainerFn
+from pytorch_lightning.utilities.rank_zero import rank_zero_only
+
+_REDUCE_OPS = {"mean": hvd.Average, "avg": hvd.Average, "sum": hvd.Sum, "max": hvd.Max, "min": hvd.Min}
+
+
+class HorovodStrategy(ParallelStrategy):
+    strategy_name = "horovod"
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        hvd.init()
+
+    # Ranks come from Horovod, not from a cluster environment.
+    @property
+    def global_rank(self) -> int:
+        return hvd.rank()
+
+    @property
+    def local_rank(self) -> int:
+        return hvd.local_rank()
+
+    @property
+    def node_rank(self) -> int:
+        return hvd.cross_rank()
+
+    @property
+    def world_size(self) -> int:
+        return hvd.size()
+
+    @property
+    def is_distributed(self) -> bool:
+        return True  # Lightning then inserts a DistributedSampler into every loader
+
+    @property
+    def distributed_sampler_kwargs(self) -> dict[str, int]:
+        return {"num_replicas": hvd.size(), "rank": hvd.rank()}
+
+    @property
+    def root_device(self) -> torch.device:
+        if self.parallel_devices and self.parallel_devices[0].type == "cuda":
+            # Modulo: under Slurm's --gpus-per-task each process sees only its own GPU.
+            return torch.device("cuda", hvd.local_rank() % torch.cuda.device_count())
+        return torch.device("cpu")
+
+    def setup_environment(self) -> None:
+        rank_zero_only.rank = utils_rank_zero_only.rank = self.global_rank  # logs and files from rank 0 only
+        super().setup_environment()
+
+    def model_to_device(self) -> None:
+        assert self.model is not None
+        self.model.to(self.root_device)
+
+    def setup(self, trainer: "pl.Trainer") -> None:
+        super().setup(trainer)  # moves the model, creates the optimizers
+        for metric in self.lightning_module.modules():
+            if isinstance(metric, torchmetrics.Metric):  # metrics compute over all ranks' samples
+                metric.dist_sync_fn = _gather_all_tensors
+                metric.distributed_available_fn = _always
+        if trainer.state.fn != TrainerFn.FITTING:
+            return
+        # Gradients are averaged every `accumulate_grad_batches` backward passes, not every one.
+        originals = self.optimizers
+        self.optimizers = [
+            hvd.DistributedOptimizer(
+                optimizer,
+                named_parameters=self._named_parameters_of(optimizer),
+                backward_passes_per_step=trainer.accumulate_grad_batches,
+            )
+            for optimizer in originals
+        ]
+        for config in self.lr_scheduler_configs:  # schedulers must drive the wrapped optimizers
+            config.scheduler.optimizer = self.optimizers[originals.index(config.scheduler.optimizer)]
+
+    def _named_parameters_of(self, optimizer: torch.optim.Optimizer) -> list[tuple[str, torch.nn.Parameter]]:
+        in_optimizer = {id(p) for group in optimizer.param_groups for p in group["params"]}
+        return [(name, p) for name, p in self.lightning_module.named_parameters() if id(p) in in_optimizer]
+
+    def on_train_start(self) -> None:
+        # Runs after a checkpoint was restored: every rank continues from rank 0's state.
+        hvd.broadcast_parameters(self.lightning_module.state_dict(), root_rank=0)
+        for optimizer in self.optimizers:
+            if optimizer.state_dict()["state"]:  # a fresh optimizer has no state to share
+                hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        self._broadcast_buffers()
+
+    def on_validation_start(self) -> None:
+        self._broadcast_buffers()
+
+    def _broadcast_buffers(self) -> None:
+        # Like DDP: BatchNorm statistics follow rank 0, so all ranks hold the same model.
+        buffers = list(self.lightning_module.named_buffers())
+        if buffers:
+            hvd.broadcast_parameters(buffers, root_rank=0)
+
+    def optimizer_step(self, optimizer, closure: Callable[[], Any], model=None, **kwargs: Any) -> Any:
+        # Lightning runs forward and backward inside optimizer.step(closure). Horovod would average the
+        # gradients before that closure ran, so average them at its end instead (before clipping).
+        def closure_then_average() -> Any:
+            result = closure()
+            optimizer.synchronize()
+            return result
+
+        with optimizer.skip_synchronize():
+            return super().optimizer_step(optimizer, closure_then_average, model, **kwargs)
+
+    def reduce(self, tensor: Any, group: Any | None = None, reduce_op: Any = "mean") -> Any:
+        if not isinstance(tensor, torch.Tensor):
+            return tensor
+        name = reduce_op if isinstance(reduce_op, str) else getattr(reduce_op, "name", str(reduce_op))
+        op = _REDUCE_OPS[name.lower().removeprefix("reduceop.")]
+        return hvd.allreduce(tensor, op=op)
+
+    def all_gather(self, tensor: torch.Tensor, group: Any | None = None, sync_grads: bool = False) -> torch.Tensor:
+        return hvd.allgather(tensor.unsqueeze(0))  # shape (world_size, *tensor.shape), as in Lightning
+
+    def broadcast(self, obj: Any, src: int = 0) -> Any:
+        return hvd.broadcast_object(obj, root_rank=src)
+
+    def barrier(self, name: str | None = None) -> None:
+        hvd.barrier()
+
+    def teardown(self) -> None:
+        super().teardown()
+        hvd.barrier()  # nobody leaves while another rank still writes a checkpoint
+
+
+def _always() -> bool:
+    return True
+
+
+def _gather_all_tensors(tensor: torch.Tensor, group: Any | None = None) -> list[torch.Tensor]:
+    """torchmetrics' gather over Horovod: one tensor per rank (ranks may hold different lengths)."""
+    scalar = tensor.dim() == 0
+    rows = tensor.reshape(1) if scalar else tensor
+    lengths = hvd.allgather(torch.tensor([rows.shape[0]])).tolist()
+    parts = hvd.allgather(rows).split(lengths)
+    return [part.reshape(()) for part in parts] if scalar else list(parts)
