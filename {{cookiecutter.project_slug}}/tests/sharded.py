@@ -32,3 +32,9 @@ class RecordFullWeights(RecordRanks):
             {"state": state, "global_step": trainer.global_step, "world_size": trainer.world_size},
             self.path / f"weights-rank{trainer.global_rank}.pt",
         )
+
+
+def parameters_only(weights: list[dict]) -> list[dict]:
+    """Unlike DDP, DeepSpeed and FSDP2 do not broadcast buffers: BatchNorm statistics stay per rank."""
+    buffers = ("running_mean", "running_var", "num_batches_tracked")
+    return [{**w, "state": {k: v for k, v in w["state"].items() if not k.endswith(buffers)}} for w in weights]

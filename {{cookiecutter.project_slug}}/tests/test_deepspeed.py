@@ -11,6 +11,7 @@ from {{ cookiecutter.package_name }}.models.classifier import ImageClassifier
 from {{ cookiecutter.package_name }}.models.cnn import MnistCNN
 
 from tests.helpers import FAST, PROJECT, assert_same_weights, recorded, run_train
+from tests.sharded import parameters_only
 
 pytest.importorskip("deepspeed")
 from tests.cpu_deepspeed import CPU_DEEPSPEED  # noqa: E402  (imports deepspeed)
@@ -32,12 +33,6 @@ def train_deepspeed(tmp_path, strategy: str, processes: int, *overrides: str):
     )
     weights, _writes = recorded(record)
     return result, weights
-
-
-def parameters_only(weights: list[dict]) -> list[dict]:
-    # Unlike DDP, DeepSpeed does not broadcast buffers: BatchNorm statistics stay per rank.
-    buffers = ("running_mean", "running_var", "num_batches_tracked")
-    return [{**w, "state": {k: v for k, v in w["state"].items() if not k.endswith(buffers)}} for w in weights]
 
 
 @pytest.mark.parametrize("processes", [1, pytest.param(2, marks=pytest.mark.slow)])

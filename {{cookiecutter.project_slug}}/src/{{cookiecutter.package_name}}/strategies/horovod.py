@@ -16,6 +16,7 @@ import horovod.torch as hvd
 import pytorch_lightning as pl
 import torch
 import torchmetrics
+from lightning_fabric.utilities.seed import reset_seed
 from lightning_utilities.core.rank_zero import rank_zero_only as utils_rank_zero_only
 from pytorch_lightning.strategies import ParallelStrategy
 from pytorch_lightning.trainer.states import TrainerFn
@@ -65,6 +66,7 @@ class HorovodStrategy(ParallelStrategy):
 
     def setup_environment(self) -> None:
         rank_zero_only.rank = utils_rank_zero_only.rank = self.global_rank  # logs and files from rank 0 only
+        reset_seed()  # as Lightning's DDP does here: the same random stream (dropout) as a DDP run
         super().setup_environment()
 
     def model_to_device(self) -> None:
