@@ -8,6 +8,7 @@
 #
 #   bash scripts/install-horovod.sh                  # CPU (gloo) always; CUDA/NCCL, MPI if found
 #   HOROVOD_CPU_ONLY=1 bash scripts/install-horovod.sh   # skip GPU support even if CUDA is present
+#   HOROVOD_REBUILD=1 bash scripts/install-horovod.sh    # build again, e.g. after loading other modules
 #
 # On a cluster: load the CUDA (and MPI) modules first, then run this in your venv.
 # Build prerequisites: cmake >= 3.13 and a C++20 compiler (g++ >= 10). Takes ~5 minutes.
@@ -33,7 +34,8 @@ check_build() {
   "$("$PYTHON" -c 'import sys, os; print(os.path.dirname(sys.executable))')/horovodrun" --check-build
 }
 
-if built_for_this_torch; then
+rebuild=${HOROVOD_REBUILD:-0}
+if [[ $rebuild != 1 ]] && built_for_this_torch; then
   echo "install-horovod: horovod already built for torch $torch_version"
   check_build
   exit 0
@@ -43,7 +45,7 @@ fi
 cache_dir="$WHEEL_CACHE/torch-$torch_version-$flavour"
 py_tag=$("$PYTHON" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
 wheel=$(ls "$cache_dir"/horovod-"$HOROVOD_VERSION"-"$py_tag"-*.whl 2>/dev/null | head -n 1 || true)
-if [[ -n $wheel ]]; then
+if [[ -n $wheel && $rebuild != 1 ]]; then
   echo "install-horovod: installing cached $wheel"
   "$PYTHON" -m pip install --quiet --no-deps --force-reinstall "$wheel"
   "$PYTHON" -m pip install --quiet cloudpickle psutil pyyaml packaging cffi

@@ -13,7 +13,10 @@ def shard_layers(module: pl.LightningModule, net: nn.Module) -> None:
     each layer's parameters are gathered just before it runs and freed right after)."""
     if module.device_mesh is None:
         return
-    from torch.distributed.fsdp import FSDPModule, fully_shard
+    try:
+        from torch.distributed.fsdp import FSDPModule, fully_shard
+    except ImportError:  # torch < 2.6
+        from torch.distributed._composable.fsdp import FSDPModule, fully_shard
 
     if isinstance(net, FSDPModule):  # configure_model runs again on a second fit()
         return
