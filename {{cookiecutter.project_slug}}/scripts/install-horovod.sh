@@ -77,8 +77,8 @@ cuda_home=$("$PYTHON" -c 'import torch
 from torch.utils.cpp_extension import CUDA_HOME
 print(CUDA_HOME if torch.version.cuda and CUDA_HOME else "")' 2>/dev/null | tail -n 1)
 if [[ $flavour == cpu || -z $cuda_home ]]; then
-  # CPU-only: never look for CUDA, also not when torch itself is a CUDA build.
-  sed -i 's/elseif (Pytorch_CUDA AND NOT HAVE_CUDA)/elseif (FALSE)/' "$src/horovod/torch/CMakeLists.txt"
+  # CPU-only: treat torch as a CPU build, so that Horovod neither adds CUDA nor links cudart.
+  sed -i 's/(torch.version.cuda is not None) and (CUDA_HOME is not None)/False/' "$src/cmake/Modules/FindPytorch.cmake"
   echo "install-horovod: CPU-only build (gloo$([[ ${HOROVOD_WITH_MPI:-0} == 1 ]] && echo ', MPI'))"
 else
   # torch reports /usr/local when nvcc is a wrapper in /usr/local/bin: take the first

@@ -8,10 +8,10 @@ from environment variables that all ranks of one run share.
 import os
 from datetime import datetime
 
-# The first variable that is set wins: torchrun and Lightning set RANK; srun sets
-# SLURM_PROCID (also for `srun torchrun`, where RANK comes first); horovodrun HOROVOD_RANK;
-# mpirun sets the others.
-_RANK_VARIABLES = ("RANK", "SLURM_PROCID", "HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "LOCAL_RANK")
+# The first variable that is set wins: torchrun and Lightning set RANK; horovodrun sets
+# HOROVOD_RANK (also inside a Slurm job); srun sets SLURM_PROCID (also for `srun torchrun`,
+# where RANK comes first); mpirun sets the others.
+_RANK_VARIABLES = ("RANK", "HOROVOD_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "LOCAL_RANK")
 
 
 def global_rank() -> int:

@@ -9,6 +9,7 @@ Gradients are averaged by hvd.DistributedOptimizer (ring all-reduce over NCCL, M
 so the global batch is data.batch_size x processes, as with DDP.
 """
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,7 @@ import horovod.torch as hvd
 import pytorch_lightning as pl
 import torch
 import torchmetrics
+from lightning_fabric.plugins.environments import ClusterEnvironment
 from lightning_fabric.utilities.seed import reset_seed
 from lightning_utilities.core.rank_zero import rank_zero_only as utils_rank_zero_only
 from pytorch_lightning.strategies import ParallelStrategy
@@ -25,29 +27,51 @@ from pytorch_lightning.utilities.rank_zero import rank_zero_only
 _REDUCE_OPS = {"mean": hvd.Average, "avg": hvd.Average, "sum": hvd.Sum, "max": hvd.Max, "min": hvd.Min}
 
 
+class HorovodEnvironment(ClusterEnvironment):
+    """Ranks as Horovod's launcher assigned them. Given to Lightning explicitly, it also keeps
+    Lightning from reading Slurm's variables when horovodrun runs inside a Slurm job."""
+
+    @property
+    def creates_processes_externally(self) -> bool:
+        return True
+
+    @property
+    def main_address(self) -> str:
+        return os.environ.get("HOROVOD_GLOO_RENDEZVOUS_ADDR", "127.0.0.1")
+
+    @property
+    def main_port(self) -> int:
+        return int(os.environ.get("HOROVOD_GLOO_RENDEZVOUS_PORT", 0))
+
+    @staticmethod
+    def detect() -> bool:
+        return "HOROVOD_RANK" in os.environ
+
+    def world_size(self) -> int:
+        return hvd.size()
+
+    def set_world_size(self, size: int) -> None:
+        pass  # Horovod decides
+
+    def global_rank(self) -> int:
+        return hvd.rank()
+
+    def set_global_rank(self, rank: int) -> None:
+        pass  # Horovod decides
+
+    def local_rank(self) -> int:
+        return hvd.local_rank()
+
+    def node_rank(self) -> int:
+        return hvd.cross_rank()
+
+
 class HorovodStrategy(ParallelStrategy):
     strategy_name = "horovod"
 
     def __init__(self, **kwargs: Any):
-        super().__init__(**kwargs)
         hvd.init()
-
-    # Ranks come from Horovod, not from a cluster environment.
-    @property
-    def global_rank(self) -> int:
-        return hvd.rank()
-
-    @property
-    def local_rank(self) -> int:
-        return hvd.local_rank()
-
-    @property
-    def node_rank(self) -> int:
-        return hvd.cross_rank()
-
-    @property
-    def world_size(self) -> int:
-        return hvd.size()
+        super().__init__(cluster_environment=HorovodEnvironment(), **kwargs)
 
     @property
     def is_distributed(self) -> bool:
