@@ -2,6 +2,8 @@
 tests/cpu_deepspeed.py: training, equal weights on every rank, resume, conversion."""
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,7 +12,7 @@ from {{ cookiecutter.package_name }}.convert_zero_checkpoint import convert
 from {{ cookiecutter.package_name }}.models.classifier import ImageClassifier
 from {{ cookiecutter.package_name }}.models.cnn import MnistCNN
 
-from tests.helpers import FAST, PROJECT, assert_same_weights, recorded, run_train
+from tests.helpers import FAST, PROJECT, assert_same_weights, project_env, recorded, run_train
 from tests.sharded import parameters_only
 
 pytest.importorskip("deepspeed")
@@ -71,3 +73,25 @@ def test_zero3_resumes_and_converts_to_a_plain_state_dict(tmp_path):
     model.load_state_dict(torch.load(plain, weights_only=False)["state_dict"])  # strict: every key matches
     for name, tensor in model.state_dict().items():
         torch.testing.assert_close(tensor, weights[0]["state"][name], msg=f"{name} differs after conversion")
+
+
+@pytest.mark.slow
+def test_deepspeed_launcher_starts_the_processes(tmp_path):
+    """The single-node form of docs/deepspeed.md: `deepspeed --num_gpus 2 --no_local_rank train.py ...`."""
+    launcher = (str(Path(sys.executable).with_name("deepspeed")), "--num_gpus", "2", "--no_local_rank")
+    record = tmp_path / "record"
+    run_train(
+        *FAST,
+        "strategy=deepspeed_stage_2",
+        *CPU_DEEPSPEED,
+        "trainer.accelerator=cpu",
+        "trainer.devices=2",
+        f"output_root={tmp_path / 'outputs'}",
+        "+callbacks.record._target_=tests.sharded.RecordFullWeights",
+        f"+callbacks.record.path={record}",
+        launcher=launcher,
+        env=project_env(RUN_ID="deepspeed-launcher"),
+    )
+    weights, _writes = recorded(record)
+    assert_same_weights(parameters_only(weights), world_size=2)
+    assert [p.name for p in (tmp_path / "outputs").iterdir()] == ["deepspeed-launcher"]
