@@ -155,9 +155,9 @@ class HorovodStrategy(ParallelStrategy):
     def reduce(self, tensor: Any, group: Any | None = None, reduce_op: Any = "mean") -> Any:
         if not isinstance(tensor, torch.Tensor):
             return tensor
-        name = reduce_op if isinstance(reduce_op, str) else getattr(reduce_op, "name", str(reduce_op))
-        op = _REDUCE_OPS[name.lower().removeprefix("reduceop.")]
-        return hvd.allreduce(tensor, op=op)
+        # Like Lightning's DDP: "mean"/"sum"/... or torch's ReduceOp; None sums.
+        name = "sum" if reduce_op is None else reduce_op if isinstance(reduce_op, str) else reduce_op.name
+        return hvd.allreduce(tensor, op=_REDUCE_OPS[name.lower()])
 
     def all_gather(self, tensor: torch.Tensor, group: Any | None = None, sync_grads: bool = False) -> torch.Tensor:
         return hvd.allgather(tensor.unsqueeze(0))  # shape (world_size, *tensor.shape), as in Lightning
