@@ -78,3 +78,15 @@ def test_resume_continues_on_every_rank(tmp_path):
     checkpoint = torch.load(tmp_path / "outputs" / "resumable" / "checkpoints" / "last.ckpt", weights_only=False)
     steps = [state["step"] for state in checkpoint["optimizer_states"][0]["state"].values()]
     assert all(int(step) == 8 for step in steps)  # the optimizer state was restored and kept counting
+
+
+def test_gpus_need_a_horovod_built_with_cuda(monkeypatch):
+    import horovod.torch as hvd
+
+    from {{ cookiecutter.package_name }}.launch.checks import SetupError
+    from {{ cookiecutter.package_name }}.strategies.horovod import check_gpu_support
+
+    monkeypatch.setattr(hvd, "cuda_built", lambda: False)
+    with pytest.raises(SetupError, match="(?s)built without CUDA.*Fix: HOROVOD_REBUILD=1 bash scripts/install"):
+        check_gpu_support(torch.device("cuda", 0))
+    check_gpu_support(torch.device("cpu"))  # CPUs need nothing more than gloo

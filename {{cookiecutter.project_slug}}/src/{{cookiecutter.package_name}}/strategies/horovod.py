@@ -24,6 +24,8 @@ from pytorch_lightning.strategies import ParallelStrategy
 from pytorch_lightning.trainer.states import TrainerFn
 from pytorch_lightning.utilities.rank_zero import rank_zero_only
 
+from ..launch.checks import SetupError
+
 _REDUCE_OPS = {"mean": hvd.Average, "avg": hvd.Average, "sum": hvd.Sum, "max": hvd.Max, "min": hvd.Min}
 
 
@@ -89,6 +91,7 @@ class HorovodStrategy(ParallelStrategy):
         return torch.device("cpu")
 
     def setup_environment(self) -> None:
+        check_gpu_support(self.root_device)
         rank_zero_only.rank = utils_rank_zero_only.rank = self.global_rank  # logs and files from rank 0 only
         reset_seed()  # as Lightning's DDP does here: the same random stream (dropout) as a DDP run
         super().setup_environment()
@@ -171,6 +174,14 @@ class HorovodStrategy(ParallelStrategy):
     def teardown(self) -> None:
         super().teardown()
         hvd.barrier()  # nobody leaves while another rank still writes a checkpoint
+
+
+def check_gpu_support(device: torch.device) -> None:
+    if device.type == "cuda" and not hvd.cuda_built():
+        raise SetupError(
+            "strategy=horovod on GPUs, but this Horovod was built without CUDA.\n"
+            "Fix: HOROVOD_REBUILD=1 bash scripts/install-horovod.sh   (with the CUDA toolkit and NCCL loaded)"
+        )
 
 
 def _always() -> bool:
