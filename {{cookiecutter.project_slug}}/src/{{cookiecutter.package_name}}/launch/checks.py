@@ -2,7 +2,10 @@
 with a message that says how to fix them (instead of a traceback, or a hang later).
 """
 
+import importlib
 import importlib.util
+import os
+from pathlib import Path
 
 from omegaconf import DictConfig
 
@@ -31,6 +34,37 @@ def check_strategy(strategy: DictConfig, cuda_available: bool) -> None:
                 f"strategy={name} needs the '{package}' package, which is not installed.\n"
                 f"Fix: {needs.install}   (or pick another strategy, e.g. strategy=ddp)"
             )
+    for module in needs.get("imports") or []:  # installed, but built for another torch?
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise SetupError(
+                f"strategy={name} needs '{module}', which is installed but does not import: {error}\n"
+                f"Fix: {needs.install}   (again, with the torch you train with)"
+            ) from error
+    config_file = strategy.instance.get("config") if isinstance(strategy.get("instance"), DictConfig) else None
+    if isinstance(config_file, str) and not Path(config_file).is_file():
+        raise SetupError(
+            f"strategy={name}: the config file {config_file} does not exist (relative to {Path.cwd()}).\n"
+            f"Fix: strategy.instance.config=path/to/ds_config.json"
+        )
+
+
+# Set by horovodrun (HOROVOD_RANK) or by MPI (mpirun, srun --mpi=pmix): Horovod can find its peers.
+_HOROVOD_LAUNCH_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
+
+
+def check_launcher(strategy: DictConfig, devices, num_nodes) -> None:
+    """Strategies whose launcher starts the processes (Horovod) must not be started by train.py alone,
+    or each process would quietly train by itself."""
+    processes = devices * num_nodes if isinstance(devices, int) and isinstance(num_nodes, int) else 1
+    launched = any(name in os.environ for name in _HOROVOD_LAUNCH_VARIABLES)
+    if strategy.get("launcher") == "horovodrun" and processes > 1 and not launched:
+        raise SetupError(
+            f"strategy={strategy.name} with {processes} processes: Horovod starts the processes, not train.py.\n"
+            f"Fix: horovodrun -np {processes} python train.py strategy={strategy.name} ...   "
+            "(trainer.devices is then ignored)"
+        )
 
 
 def check_accelerator(accelerator: str, cuda_available: bool) -> None:
@@ -66,6 +100,7 @@ def check_environment(cfg: DictConfig) -> None:
     visible_gpus = torch.cuda.device_count() if cuda_available else 0
     check_topology(cfg.trainer.devices, cfg.trainer.num_nodes, cfg.trainer.accelerator, visible_gpus)
     check_strategy(cfg.strategy, cuda_available)
+    check_launcher(cfg.strategy, cfg.trainer.devices, cfg.trainer.num_nodes)
     check_accelerator(cfg.trainer.accelerator, cuda_available)
     check_sync_batchnorm(cfg.trainer.sync_batchnorm, cfg.trainer.accelerator, cuda_available)
     check_logger(cfg.get("logger"))

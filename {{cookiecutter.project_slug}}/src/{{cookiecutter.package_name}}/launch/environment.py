@@ -8,9 +8,10 @@ from environment variables that all ranks of one run share.
 import os
 from datetime import datetime
 
-# The first variable that is set wins: torchrun and Lightning set RANK; srun sets
-# SLURM_PROCID (also for `srun torchrun`, where RANK comes first); mpirun sets the others.
-_RANK_VARIABLES = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "LOCAL_RANK")
+# The first variable that is set wins: torchrun and Lightning set RANK; horovodrun sets
+# HOROVOD_RANK (also inside a Slurm job); srun sets SLURM_PROCID (also for `srun torchrun`,
+# where RANK comes first); mpirun sets the others.
+_RANK_VARIABLES = ("RANK", "HOROVOD_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "LOCAL_RANK")
 
 
 def global_rank() -> int:
@@ -27,6 +28,7 @@ def default_run_id() -> str:
     - Slurm: the job id (unchanged when Slurm requeues the job, so the run resumes in place).
     - torchrun: its rendezvous id; with the default id ("none") the id of the torchrun
       agent process, which is the parent of all local workers.
+    - horovodrun (gloo): the date and its rendezvous port, which all its workers share.
     - otherwise: the start time, kept in the environment variable RUN_ID: the value stays
       the same when the config is resolved again, and the processes that Lightning's
       launcher starts inherit it.
@@ -39,6 +41,8 @@ def default_run_id() -> str:
     if "TORCHELASTIC_RUN_ID" in env:
         run_id = env["TORCHELASTIC_RUN_ID"]
         return f"torchrun-{os.getppid() if run_id == 'none' else run_id}"
+    if "HOROVOD_GLOO_RENDEZVOUS_PORT" in env:
+        return f"horovod-{datetime.now():%Y-%m-%d}-{env['HOROVOD_GLOO_RENDEZVOUS_PORT']}"
     return env.setdefault("RUN_ID", datetime.now().strftime("%Y-%m-%d_%H-%M-%S"))
 
 

@@ -4,6 +4,8 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 
+from .sharding import shard_layers
+
 
 class DenseAutoEncoder(nn.Sequential):
     def __init__(self, input_size: int = 28 * 28, hidden: int = 128):
@@ -42,6 +44,9 @@ class AutoEncoder(pl.LightningModule):
 
     def test_step(self, batch, batch_idx):
         self.log("test/loss", self._loss(batch), sync_dist=True, prog_bar=True)
+
+    def configure_model(self):
+        shard_layers(self, self.net)  # strategy=fsdp2 only
 
     def configure_optimizers(self):
         return torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)

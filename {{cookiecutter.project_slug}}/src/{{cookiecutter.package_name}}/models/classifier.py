@@ -5,6 +5,8 @@ import torch
 import torchmetrics
 from torch import nn
 
+from .sharding import shard_layers
+
 
 class ImageClassifier(pl.LightningModule):
     def __init__(self, net: nn.Module, num_classes: int = 10, lr: float = 1e-3, weight_decay: float = 0.0):
@@ -35,6 +37,9 @@ class ImageClassifier(pl.LightningModule):
 
     def test_step(self, batch, batch_idx):
         self._evaluate(batch, "test", self.test_accuracy)
+
+    def configure_model(self):
+        shard_layers(self, self.net)  # strategy=fsdp2 only
 
     def configure_optimizers(self):
         return torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)

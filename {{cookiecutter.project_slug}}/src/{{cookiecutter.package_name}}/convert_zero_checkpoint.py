@@ -1,0 +1,37 @@
+"""Turn a sharded DeepSpeed (ZeRO) checkpoint folder into one plain file:
+
+    python -m {{ cookiecutter.package_name }}.convert_zero_checkpoint outputs/RUN/checkpoints/last.ckpt model.pt
+
+The result needs no DeepSpeed and no GPUs. Its "state_dict" loads into the LightningModule:
+
+    model = instantiate(cfg.model)
+    model.load_state_dict(torch.load("model.pt", weights_only=False)["state_dict"])
+
+The rest of the file is Lightning's checkpoint (epoch, hyperparameters, ...) without the
+optimizer state, so `ImageClassifier.load_from_checkpoint("model.pt", net=...)` works too.
+"""
+
+import argparse
+from pathlib import Path
+
+
+def convert(checkpoint_dir: Path, output_file: Path) -> Path:
+    from pytorch_lightning.utilities.deepspeed import convert_zero_checkpoint_to_fp32_state_dict
+
+    if not (checkpoint_dir / "latest").is_file():
+        raise SystemExit(f"{checkpoint_dir} is not a DeepSpeed checkpoint folder (it has no 'latest' file)")
+    output_file.parent.mkdir(parents=True, exist_ok=True)
+    convert_zero_checkpoint_to_fp32_state_dict(checkpoint_dir, output_file)
+    return output_file
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("checkpoint_dir", type=Path, help="the .ckpt folder DeepSpeed wrote")
+    parser.add_argument("output_file", type=Path, nargs="?", help="default: <checkpoint_dir>.pt")
+    args = parser.parse_args(argv)
+    convert(args.checkpoint_dir, args.output_file or args.checkpoint_dir.with_suffix(".pt"))
+
+
+if __name__ == "__main__":
+    main()

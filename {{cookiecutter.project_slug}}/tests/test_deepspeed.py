@@ -1,0 +1,97 @@
+"""DeepSpeed ZeRO 1/2/3 through train.py on CPUs, with the test-only CPU strategy of
+tests/cpu_deepspeed.py: training, equal weights on every rank, resume, conversion."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from {{ cookiecutter.package_name }}.convert_zero_checkpoint import convert
+from {{ cookiecutter.package_name }}.models.classifier import ImageClassifier
+from {{ cookiecutter.package_name }}.models.cnn import MnistCNN
+
+from tests.helpers import FAST, PROJECT, assert_same_weights, project_env, recorded, run_train
+from tests.sharded import parameters_only
+
+pytest.importorskip("deepspeed")
+from tests.cpu_deepspeed import CPU_DEEPSPEED  # noqa: E402  (imports deepspeed)
+
+
+def train_deepspeed(tmp_path, strategy: str, processes: int, *overrides: str):
+    record = tmp_path / "record"
+    result = run_train(
+        *FAST,
+        f"strategy={strategy}",
+        *CPU_DEEPSPEED,
+        "trainer.accelerator=cpu",
+        f"trainer.devices={processes}",
+        f"output_root={tmp_path / 'outputs'}",
+        "run_id=zero",
+        "+callbacks.record._target_=tests.sharded.RecordFullWeights",
+        f"+callbacks.record.path={record}",
+        *overrides,
+    )
+    weights, _writes = recorded(record)
+    return result, weights
+
+
+@pytest.mark.parametrize("processes", [1, pytest.param(2, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("stage", [1, 2, 3])
+def test_zero_stage_trains(stage, processes, tmp_path):
+    _result, weights = train_deepspeed(tmp_path, f"deepspeed_stage_{stage}", processes)
+    assert_same_weights(parameters_only(weights), world_size=processes)
+    assert [w["global_step"] for w in weights] == [4] * processes
+    assert (tmp_path / "outputs" / "zero" / "checkpoints" / "last.ckpt" / "latest").is_file()
+
+
+def test_own_deepspeed_json_replaces_the_stage(tmp_path):
+    ds_config = tmp_path / "ds_config.json"
+    ds_config.write_text(json.dumps({"zero_optimization": {"stage": 3}}))
+    _result, weights = train_deepspeed(tmp_path, "deepspeed_json", 1, f"strategy.instance.config={ds_config}")
+    assert weights[0]["global_step"] == 4
+    saved = {p.name for p in (tmp_path / "outputs" / "zero" / "checkpoints" / "last.ckpt").rglob("*.pt")}
+    assert "zero_pp_rank_0_mp_rank_00_model_states.pt" in saved, f"not a ZeRO-3 checkpoint: {saved}"
+
+
+def test_shipped_ds_config_leaves_batch_sizes_to_lightning():
+    ds_config = json.loads((PROJECT / "configs" / "deepspeed" / "ds_config.json").read_text())
+    derived = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"}
+    assert not derived & set(ds_config), "Lightning sets these from data.batch_size and accumulate_grad_batches"
+
+
+@pytest.mark.slow
+def test_zero3_resumes_and_converts_to_a_plain_state_dict(tmp_path):
+    train_deepspeed(tmp_path, "deepspeed_stage_3", 2, "trainer.max_epochs=1")
+    result, weights = train_deepspeed(tmp_path, "deepspeed_stage_3", 2, "trainer.max_epochs=2", "ckpt_path=last")
+    assert "Restoring states from the checkpoint" in result.stdout + result.stderr
+    assert [w["global_step"] for w in weights] == [8, 8]  # one more epoch, not two
+
+    plain = convert(tmp_path / "outputs" / "zero" / "checkpoints" / "last.ckpt", tmp_path / "model.pt")
+    model = ImageClassifier(MnistCNN())
+    model.load_state_dict(torch.load(plain, weights_only=False)["state_dict"])  # strict: every key matches
+    for name, tensor in model.state_dict().items():
+        torch.testing.assert_close(tensor, weights[0]["state"][name], msg=f"{name} differs after conversion")
+
+
+@pytest.mark.slow
+def test_deepspeed_launcher_starts_the_processes(tmp_path):
+    """The single-node form of docs/deepspeed.md: `deepspeed --num_gpus 2 --no_local_rank train.py ...`."""
+    launcher = (str(Path(sys.executable).with_name("deepspeed")), "--num_gpus", "2", "--no_local_rank")
+    record = tmp_path / "record"
+    run_train(
+        *FAST,
+        "strategy=deepspeed_stage_2",
+        *CPU_DEEPSPEED,
+        "trainer.accelerator=cpu",
+        "trainer.devices=2",
+        f"output_root={tmp_path / 'outputs'}",
+        "+callbacks.record._target_=tests.sharded.RecordFullWeights",
+        f"+callbacks.record.path={record}",
+        launcher=launcher,
+        env=project_env(RUN_ID="deepspeed-launcher"),
+    )
+    weights, _writes = recorded(record)
+    assert_same_weights(parameters_only(weights), world_size=2)
+    assert [p.name for p in (tmp_path / "outputs").iterdir()] == ["deepspeed-launcher"]

@@ -1,0 +1,79 @@
+"""`python train.py strategy=X` stops with a clear message, before training, wherever X cannot run."""
+
+import subprocess
+import sys
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from {{ cookiecutter.package_name }}.launch.checks import SetupError, check_launcher, check_strategy
+from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
+
+from tests.helpers import PROJECT, project_env
+
+register_resolvers()
+
+
+def strategy_config(name: str, *overrides: str):
+    with initialize_config_dir(config_dir=str(PROJECT / "configs"), version_base="1.3"):
+        return compose("train", overrides=[f"strategy={name}", *overrides, "output_dir=/tmp/run"]).strategy
+
+
+def train_py(*overrides: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(PROJECT / "train.py"), *overrides],
+        cwd=PROJECT,
+        env=project_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_horovod_without_its_launcher_names_horovodrun(monkeypatch):
+    for name in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(SetupError, match=r"(?s)Horovod starts the processes.*Fix: horovodrun -np 4 python train.py"):
+        check_launcher(strategy_config("horovod"), devices=2, num_nodes=2)
+    check_launcher(strategy_config("horovod"), devices=1, num_nodes=1)  # one process: nothing to launch
+    monkeypatch.setenv("HOROVOD_RANK", "0")
+    check_launcher(strategy_config("horovod"), devices=2, num_nodes=1)  # started by horovodrun
+
+
+def test_ddp_is_launched_by_lightning_itself():
+    check_launcher(strategy_config("ddp"), devices=2, num_nodes=1)
+
+
+def test_missing_deepspeed_json_names_the_override(tmp_path):
+    strategy = strategy_config("deepspeed_json", f"strategy.instance.config={tmp_path / 'nope.json'}")
+    with pytest.raises(SetupError, match=r"(?s)nope.json does not exist.*Fix: strategy.instance.config="):
+        check_strategy(strategy, cuda_available=True)
+
+
+def test_shipped_deepspeed_json_is_found():
+    check_strategy(strategy_config("deepspeed_json"), cuda_available=True)  # run from the project root
+
+
+def test_package_that_does_not_import_names_the_install_command():
+    strategy = strategy_config("horovod")
+    strategy.requires.packages = []
+    strategy.requires.imports = ["surely_not_an_importable_module"]
+    with pytest.raises(SetupError, match=r"(?s)does not import.*Fix: bash scripts/install-horovod.sh"):
+        check_strategy(strategy, cuda_available=True)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["strategy=deepspeed_stage_3"], "ERROR: strategy=deepspeed_stage_3 runs only on CUDA/ROCm GPUs"),
+        (["strategy=horovod", "trainer.devices=2"], "Fix: horovodrun -np 2 python train.py strategy=horovod"),
+    ],
+    ids=["deepspeed-on-cpu", "horovod-without-horovodrun"],
+)
+def test_train_py_refuses_what_cannot_run_here(overrides, message, tmp_path):
+    if "strategy=horovod" in overrides:
+        pytest.importorskip("horovod.torch")  # else the message is the install command
+    result = train_py(*overrides, "trainer.accelerator=cpu", f"output_root={tmp_path}", CUDA_VISIBLE_DEVICES="")
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
