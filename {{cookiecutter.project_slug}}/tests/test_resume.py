@@ -19,3 +19,12 @@ def test_resume_continues_at_the_right_step(tmp_path):
     # The optimizer state was restored too (Adam's step count kept counting).
     steps = [state["step"] for state in second["optimizer_states"][0]["state"].values()]
     assert all(int(step) == 8 for step in steps)
+
+
+def test_last_checkpoint_follows_every_epoch_even_without_improvement(tmp_path):
+    # lr=0 on a model without dropout or BatchNorm: val/loss never improves after epoch 0.
+    flat = ["model=autoencoder", "model.lr=0", "trainer.max_epochs=3"]
+    run_train(*FAST, *flat, f"output_root={tmp_path}", "run_id=flat")
+    last = torch.load(tmp_path / "flat" / "checkpoints" / "last.ckpt", weights_only=False)
+    assert (last["epoch"], last["global_step"]) == (2, 12)
+    assert len(list((tmp_path / "flat" / "checkpoints").glob("epoch=0-*.ckpt"))) == 1  # the best stays
