@@ -1,0 +1,1 @@
+"""LightningDataModules. Images are held in memory as uint8 tensors and batched by index."""

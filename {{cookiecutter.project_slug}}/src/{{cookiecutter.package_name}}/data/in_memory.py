@@ -1,0 +1,52 @@
+"""A dataset that lives in memory as tensors and hands out whole batches in one indexing op.
+
+MNIST-sized data needs no per-sample Python work (no PIL, no transforms, no collate of
+thousands of small tensors): the DataLoader asks for a batch of indices and gets the batch.
+Lightning can still wrap it in a DistributedSampler, because it is an ordinary Dataset.
+"""
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class InMemoryImages(Dataset):
+    """uint8 images [N, C, H, W] and int64 labels [N]."""
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor):
+        if len(images) != len(labels):
+            raise ValueError(f"{len(images)} images but {len(labels)} labels")
+        self.images = images
+        self.labels = labels
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int):
+        return self.images[index], self.labels[index]
+
+    def __getitems__(self, indices: list[int]):
+        # The DataLoader calls this with all indices of a batch (torch >= 2.0).
+        index = torch.as_tensor(indices)
+        return self.images[index], self.labels[index]
+
+
+def already_batched(batch):
+    """collate_fn for InMemoryImages: `__getitems__` already returns the batch."""
+    return batch
+
+
+def batch_loader(dataset: InMemoryImages, batch_size: int, shuffle: bool) -> DataLoader:
+    # No worker processes: indexing an in-memory tensor is faster than shipping batches
+    # between processes. drop_last keeps every step the same size on every rank.
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=shuffle,
+        drop_last=shuffle,
+        collate_fn=already_batched,
+    )
+
+
+def normalize(images: torch.Tensor, mean: float, std: float) -> torch.Tensor:
+    """uint8 -> float, done per batch after it reached the device (4x less to copy)."""
+    return images.float().div_(255).sub_(mean).div_(std)

@@ -1,0 +1,107 @@
+"""MNIST: downloaded once (global rank 0), then read from IDX files into memory.
+
+Run `python -m {{ cookiecutter.package_name }}.data.mnist DIR` on a machine with internet
+(a login node) when the compute nodes have none.
+"""
+
+import sys
+from pathlib import Path
+
+import torch
+
+from .base import InMemoryDataModule
+from .idx import read_idx
+from .in_memory import InMemoryImages
+
+# torchvision's layout: ROOT/MNIST/raw/<name>, extracted or gzipped.
+FILES = {
+    "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+    "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
+}
+
+
+class MNISTNotFoundError(RuntimeError):
+    pass
+
+
+def raw_dir(root: str | Path) -> Path:
+    return Path(root).expanduser() / "MNIST" / "raw"
+
+
+def _find(root: str | Path, name: str) -> Path | None:
+    for candidate in (raw_dir(root) / name, raw_dir(root) / f"{name}.gz"):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def is_present(root: str | Path) -> bool:
+    return all(_find(root, name) for pair in FILES.values() for name in pair)
+
+
+def _how_to_fix(root: str | Path) -> str:
+    return (
+        "Compute nodes often have no internet. On a login node run\n"
+        f"    python -m {__package__}.data.mnist {root}\n"
+        "then train with data.root pointing there (or set DATA_DIR)."
+    )
+
+
+def download(root: str | Path) -> None:
+    """Fetch MNIST with torchvision (checksummed mirrors); explain what to do when offline."""
+    from torchvision.datasets import MNIST  # only needed for the download
+
+    try:
+        for train in (True, False):
+            MNIST(str(Path(root).expanduser()), train=train, download=True)
+    except Exception as error:  # URLError, socket timeouts, HTTP errors, ...
+        raise MNISTNotFoundError(
+            f"MNIST is not under {raw_dir(root)} and downloading it failed: {error}\n{_how_to_fix(root)}"
+        ) from error
+
+
+def load_split(root: str | Path, split: str) -> InMemoryImages:
+    paths = [_find(root, name) for name in FILES[split]]
+    if None in paths:
+        raise MNISTNotFoundError(f"MNIST {split} files are missing from {raw_dir(root)}.\n{_how_to_fix(root)}")
+    images, labels = (read_idx(path) for path in paths)
+    return InMemoryImages(images.unsqueeze(1), labels.long())  # [N, 28, 28] -> [N, 1, 28, 28]
+
+
+class MNISTDataModule(InMemoryDataModule):
+    mean = 0.1307
+    std = 0.3081
+
+    def __init__(
+        self, root: str = "data", download: bool = True, batch_size: int = 128, val_size: int = 5000, seed: int = 0
+    ):
+        super().__init__(batch_size)
+        self.root = root
+        self.download = download
+        self.val_size = val_size
+        self.seed = seed
+        # One download for the whole job: cluster file systems are shared between nodes.
+        self.prepare_data_per_node = False
+
+    def prepare_data(self):
+        if not is_present(self.root):
+            if not self.download:
+                raise MNISTNotFoundError(
+                    f"MNIST is not under {raw_dir(self.root)} and data.download=false.\n{_how_to_fix(self.root)}"
+                )
+            download(self.root)
+
+    def setup(self, stage: str):
+        full = load_split(self.root, "train")
+        # The same seeded permutation on every rank, so all ranks agree on the split.
+        order = torch.randperm(len(full), generator=torch.Generator().manual_seed(self.seed))
+        val, train = order[: self.val_size], order[self.val_size :]
+        self.train_set = InMemoryImages(full.images[train], full.labels[train])
+        self.val_set = InMemoryImages(full.images[val], full.labels[val])
+        self.test_set = load_split(self.root, "test")
+
+
+if __name__ == "__main__":
+    target = sys.argv[1] if len(sys.argv) > 1 else "data"
+    download(target)
+    print(f"MNIST is ready under {raw_dir(target)}")
