@@ -24,9 +24,12 @@ class InMemoryImages(Dataset):
     def __getitem__(self, index: int):
         return self.images[index], self.labels[index]
 
+    def to(self, device) -> "InMemoryImages":
+        return InMemoryImages(self.images.to(device), self.labels.to(device))
+
     def __getitems__(self, indices: list[int]):
         # The DataLoader calls this with all indices of a batch (torch >= 2.0).
-        index = torch.as_tensor(indices)
+        index = torch.as_tensor(indices, device=self.labels.device)
         return self.images[index], self.labels[index]
 
 
@@ -35,15 +38,23 @@ def already_batched(batch):
     return batch
 
 
-def batch_loader(dataset: InMemoryImages, batch_size: int, shuffle: bool) -> DataLoader:
-    # No worker processes: indexing an in-memory tensor is faster than shipping batches
-    # between processes. drop_last keeps every step the same size on every rank.
+def batch_loader(
+    dataset: InMemoryImages, batch_size: int, shuffle: bool, num_workers: int = 0, sampler=None
+) -> DataLoader:
+    # Workers: best 0 here, as indexing an in-memory tensor is faster than shipping batches
+    # between processes (and impossible for tensors on the GPU). drop_last keeps every step
+    # the same size on every rank.
+    on_gpu = dataset.images.is_cuda
     return DataLoader(
         dataset,
         batch_size=batch_size,
-        shuffle=shuffle,
+        shuffle=shuffle if sampler is None else None,
+        sampler=sampler,
         drop_last=shuffle,
         collate_fn=already_batched,
+        num_workers=0 if on_gpu else num_workers,
+        persistent_workers=num_workers > 0 and not on_gpu,  # no restart of the workers every epoch
+        pin_memory=torch.cuda.is_available() and not on_gpu,  # faster, asynchronous copies to the GPU
     )
 
 
