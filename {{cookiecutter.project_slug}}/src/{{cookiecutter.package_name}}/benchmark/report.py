@@ -33,8 +33,8 @@ class Figures:
             totals, per_cpu = [], []
             for measured in repeats:
                 totals.append(sum(m["samples_per_sec"] for m in measured))
-                cpu_seconds_per_sample = sum(1 / m["samples_per_cpu_sec"] for m in measured) / len(measured) ** 2
-                per_cpu.append(1 / cpu_seconds_per_sample)
+                # Every process did the same number of samples: all of them / all CPU seconds.
+                per_cpu.append(len(measured) / sum(1 / m["samples_per_cpu_sec"] for m in measured))
             peak = max(m["peak_memory_mib"] for rank in ranks for m in rank["runs"][way])
             figures[way] = WayFigures(totals, per_cpu, peak)
         return cls(settings, figures, sum(rank["loader"] for rank in ranks))
