@@ -25,7 +25,7 @@ def train_lightning(cfg: DictConfig, warmup: int, steps: int) -> Measurement:
     cfg = cfg.copy()
     with open_dict(cfg):
         cfg.trainer.max_steps = warmup + steps
-        cfg.trainer.max_epochs = -1  # as many epochs as the steps need
+        cfg.trainer.max_epochs = warmup + steps  # enough: max_steps stops it
         cfg.trainer.limit_train_batches = None
         # The plain loop does not validate: neither does this (validation is not timed anyway).
         cfg.trainer.limit_val_batches = 0

@@ -16,6 +16,10 @@ PER_RANK = "throughput/samples_per_sec_per_rank"
 
 
 class Throughput(pl.Callback):
+    def on_train_start(self, trainer, pl_module):
+        # A run resumed in the middle of an epoch (a requeued Slurm job) gets no on_train_epoch_start.
+        self.on_train_epoch_start(trainer, pl_module)
+
     def on_train_epoch_start(self, trainer, pl_module):
         self._samples = 0
         self._start = self._last = None
