@@ -42,9 +42,9 @@ def batch_loader(
     dataset: InMemoryImages, batch_size: int, shuffle: bool, num_workers: int = 0, sampler=None
 ) -> DataLoader:
     # Workers: best 0 here, as indexing an in-memory tensor is faster than shipping batches
-    # between processes (and impossible for tensors on the GPU). drop_last keeps every step
-    # the same size on every rank.
-    on_gpu = dataset.images.is_cuda
+    # between processes (and impossible for tensors on the GPU). With workers, a thread pins
+    # their batches for fast copies to the GPU. drop_last: every step the same size on every rank.
+    workers = 0 if dataset.images.is_cuda else num_workers
     return DataLoader(
         dataset,
         batch_size=batch_size,
@@ -52,9 +52,9 @@ def batch_loader(
         sampler=sampler,
         drop_last=shuffle,
         collate_fn=already_batched,
-        num_workers=0 if on_gpu else num_workers,
-        persistent_workers=num_workers > 0 and not on_gpu,  # no restart of the workers every epoch
-        pin_memory=torch.cuda.is_available() and not on_gpu,  # faster, asynchronous copies to the GPU
+        num_workers=workers,
+        persistent_workers=workers > 0,  # no restart of the workers every epoch
+        pin_memory=workers > 0 and torch.cuda.is_available(),
     )
 
 
