@@ -7,7 +7,7 @@ peak memory, and the data pipeline's own throughput.
 
     python -m {{ cookiecutter.package_name }}.benchmark --processes 2 model=autoencoder data.batch_size=256
     python -m {{ cookiecutter.package_name }}.benchmark data=mnist trainer.precision=bf16-mixed
-    torchrun --nproc_per_node=4 -m {{ cookiecutter.package_name }}.benchmark     # or started by any torchrun
+    torchrun --standalone --nproc_per_node=4 -m {{ cookiecutter.package_name }}.benchmark   # what --processes 4 runs
 """
 
 import argparse
