@@ -59,5 +59,8 @@ def batch_loader(
 
 
 def normalize(images: torch.Tensor, mean: float, std: float) -> torch.Tensor:
-    """uint8 -> float, done per batch after it reached the device (4x less to copy)."""
-    return images.float().div_(255).sub_(mean).div_(std)
+    """uint8 -> float, done per batch after it reached the device (4x less to copy).
+
+    (x / 255 - mean) / std as one scale and one shift: two passes over the batch, not three.
+    """
+    return images.float().mul_(1 / (255 * std)).sub_(mean / std)
