@@ -1,12 +1,18 @@
 """Training throughput in samples per second, per rank and summed over all ranks.
 
 Counted on the host with no device synchronisation per step; the only collective is one
-sum per epoch. The clock stops at the last training batch, so validation is not counted.
+sum per epoch. The clock starts when the first batch of the epoch is done (it includes
+starting the data iterator) and stops at the last training batch, so validation is not
+counted. The figures go to the logger and the progress bar, and into the log at the end.
 """
 
 import time
 
 import pytorch_lightning as pl
+from pytorch_lightning.utilities import rank_zero_info
+
+TOTAL = "throughput/samples_per_sec"
+PER_RANK = "throughput/samples_per_sec_per_rank"
 
 
 class Throughput(pl.Callback):
@@ -16,16 +22,27 @@ class Throughput(pl.Callback):
 
     def on_train_epoch_start(self, trainer, pl_module):
         self._samples = 0
-        self._start = self._last = time.perf_counter()
+        self._start = self._last = None
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        self._samples += len(batch[0])
-        self._last = time.perf_counter()
+        now = time.perf_counter()
+        if self._start is None:
+            self._start = now
+        else:
+            self._samples += len(batch[0])
+        self._last = now
 
     def on_train_epoch_end(self, trainer, pl_module):
-        elapsed = self._last - self._start
-        if self._samples == 0 or elapsed <= 0:
-            return
-        per_rank = self._samples / elapsed
-        pl_module.log("throughput/samples_per_sec_per_rank", per_rank)
-        pl_module.log("throughput/samples_per_sec", per_rank, reduce_fx="sum", sync_dist=True, prog_bar=True)
+        elapsed = (self._last or 0.0) - (self._start or 0.0)
+        # Every rank logs, also with nothing measured: the sum is a collective.
+        per_rank = self._samples / elapsed if elapsed > 0 else 0.0
+        pl_module.log(PER_RANK, per_rank)
+        pl_module.log(TOTAL, per_rank, reduce_fx="sum", sync_dist=True, prog_bar=True)
+
+    def on_train_end(self, trainer, pl_module):
+        metrics = trainer.callback_metrics
+        if TOTAL in metrics:
+            rank_zero_info(
+                f"Throughput of the last epoch: {float(metrics[TOTAL]):.0f} samples/s in total, "
+                f"{float(metrics[PER_RANK]):.0f} on rank 0"
+            )

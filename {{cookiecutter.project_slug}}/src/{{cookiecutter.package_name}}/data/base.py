@@ -6,26 +6,45 @@ from .in_memory import InMemoryImages, batch_loader, normalize
 
 
 class InMemoryDataModule(pl.LightningDataModule):
-    """Subclasses fill `train_set`, `val_set` and `test_set` in `setup`."""
+    """Subclasses fill `train_set`, `val_set` and `test_set` in `setup`.
+
+    on_device: on a GPU, hold each set there (one copy per process) and cut batches there:
+    no copies from the host per step. num_workers: DataLoader worker processes per rank,
+    used only for data on the host.
+    """
 
     mean = 0.5
     std = 0.5
 
-    def __init__(self, batch_size: int):
+    def __init__(self, batch_size: int, num_workers: int = 0, on_device: bool = True):
         super().__init__()
         self.batch_size = batch_size
+        self.num_workers = num_workers
+        self.on_device = on_device
         self.train_set: InMemoryImages | None = None
         self.val_set: InMemoryImages | None = None
         self.test_set: InMemoryImages | None = None
 
+    def _placed(self, dataset: InMemoryImages) -> InMemoryImages:
+        device = self.trainer.strategy.root_device if self.trainer is not None else None
+        if self.on_device and device is not None and device.type == "cuda":
+            return dataset.to(device)  # a no-op once it is there
+        return dataset
+
+    def _loader(self, dataset: InMemoryImages, shuffle: bool):
+        return batch_loader(dataset, self.batch_size, shuffle=shuffle, num_workers=self.num_workers)
+
     def train_dataloader(self):
-        return batch_loader(self.train_set, self.batch_size, shuffle=True)
+        self.train_set = self._placed(self.train_set)
+        return self._loader(self.train_set, shuffle=True)
 
     def val_dataloader(self):
-        return batch_loader(self.val_set, self.batch_size, shuffle=False)
+        self.val_set = self._placed(self.val_set)
+        return self._loader(self.val_set, shuffle=False)
 
     def test_dataloader(self):
-        return batch_loader(self.test_set, self.batch_size, shuffle=False)
+        self.test_set = self._placed(self.test_set)
+        return self._loader(self.test_set, shuffle=False)
 
     def on_after_batch_transfer(self, batch, dataloader_idx: int):
         images, labels = batch

@@ -24,9 +24,12 @@ class InMemoryImages(Dataset):
     def __getitem__(self, index: int):
         return self.images[index], self.labels[index]
 
+    def to(self, device) -> "InMemoryImages":
+        return InMemoryImages(self.images.to(device), self.labels.to(device))
+
     def __getitems__(self, indices: list[int]):
         # The DataLoader calls this with all indices of a batch (torch >= 2.0).
-        index = torch.as_tensor(indices)
+        index = torch.as_tensor(indices, device=self.labels.device)
         return self.images[index], self.labels[index]
 
 
@@ -35,18 +38,29 @@ def already_batched(batch):
     return batch
 
 
-def batch_loader(dataset: InMemoryImages, batch_size: int, shuffle: bool) -> DataLoader:
-    # No worker processes: indexing an in-memory tensor is faster than shipping batches
-    # between processes. drop_last keeps every step the same size on every rank.
+def batch_loader(
+    dataset: InMemoryImages, batch_size: int, shuffle: bool, num_workers: int = 0, sampler=None
+) -> DataLoader:
+    # Workers: best 0 here, as indexing an in-memory tensor is faster than shipping batches
+    # between processes (and impossible for tensors on the GPU). With workers, a thread pins
+    # their batches for fast copies to the GPU. drop_last: every step the same size on every rank.
+    workers = 0 if dataset.images.is_cuda else num_workers
     return DataLoader(
         dataset,
         batch_size=batch_size,
-        shuffle=shuffle,
+        shuffle=shuffle if sampler is None else None,
+        sampler=sampler,
         drop_last=shuffle,
         collate_fn=already_batched,
+        num_workers=workers,
+        persistent_workers=workers > 0,  # no restart of the workers every epoch
+        pin_memory=workers > 0 and torch.cuda.is_available(),
     )
 
 
 def normalize(images: torch.Tensor, mean: float, std: float) -> torch.Tensor:
-    """uint8 -> float, done per batch after it reached the device (4x less to copy)."""
-    return images.float().div_(255).sub_(mean).div_(std)
+    """uint8 -> float, done per batch after it reached the device (4x less to copy).
+
+    (x / 255 - mean) / std as one scale and one shift: two passes over the batch, not three.
+    """
+    return images.float().mul_(1 / (255 * std)).sub_(mean / std)

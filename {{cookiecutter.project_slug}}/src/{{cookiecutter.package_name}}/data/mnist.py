@@ -73,9 +73,16 @@ class MNISTDataModule(InMemoryDataModule):
     std = 0.3081
 
     def __init__(
-        self, root: str = "data", download: bool = True, batch_size: int = 128, val_size: int = 5000, seed: int = 0
+        self,
+        root: str = "data",
+        download: bool = True,
+        batch_size: int = 128,
+        val_size: int = 5000,
+        seed: int = 0,
+        num_workers: int = 0,
+        on_device: bool = True,
     ):
-        super().__init__(batch_size)
+        super().__init__(batch_size, num_workers, on_device)
         self.root = root
         self.download = download
         self.val_size = val_size

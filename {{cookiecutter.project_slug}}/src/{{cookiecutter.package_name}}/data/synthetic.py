@@ -18,8 +18,10 @@ class SyntheticDataModule(InMemoryDataModule):
         num_classes: int = 10,
         batch_size: int = 128,
         seed: int = 0,
+        num_workers: int = 0,
+        on_device: bool = True,
     ):
-        super().__init__(batch_size)
+        super().__init__(batch_size, num_workers, on_device)
         self.num_samples = num_samples
         self.image_shape = tuple(image_shape)
         self.num_classes = num_classes

@@ -1,0 +1,160 @@
+"""python -m {{ cookiecutter.package_name }}.benchmark [options] [config overrides as for train.py]
+
+Trains the same model on the same data for a fixed number of steps two ways, interleaved
+and repeated: a plain PyTorch loop (plain.py) and this project's Lightning path (run.py).
+Prints samples/s of each (median of the repeats, summed over processes), their ratio,
+peak memory, and the data pipeline's own throughput.
+
+    python -m {{ cookiecutter.package_name }}.benchmark --processes 2 model=autoencoder data.batch_size=256
+    python -m {{ cookiecutter.package_name }}.benchmark data=mnist trainer.precision=bf16-mixed
+    torchrun --standalone --nproc_per_node=4 -m {{ cookiecutter.package_name }}.benchmark   # what --processes 4 runs
+"""
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .report import Figures, print_report
+
+PROJECT = Path(__file__).resolve().parents[3]
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {__package__}", description=__doc__.split("\n\n")[1], allow_abbrev=False
+    )
+    parser.add_argument("--processes", type=int, default=1, help="processes on this machine, started by torchrun")
+    parser.add_argument("--steps", type=int, default=100, help="timed steps per repeat (default 100)")
+    parser.add_argument("--warmup", type=int, default=10, help="untimed steps before them (default 10)")
+    parser.add_argument("--repeats", type=int, default=5, help="repeats of each way, interleaved (default 5)")
+    parser.add_argument("--ways", default="plain,lightning", help="which to run (default plain,lightning)")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--config-dir", type=Path, default=PROJECT / "configs")
+    parser.add_argument("--verbose", action="store_true", help="keep Lightning's messages")
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        help="config overrides: model=autoencoder data=mnist data.batch_size=256 trainer.precision=bf16-mixed",
+    )
+    args = parser.parse_args(argv)
+    if args.warmup < 1 or args.steps < 1 or args.repeats < 1:
+        parser.error("--warmup, --steps and --repeats must be at least 1")
+    unknown = set(args.ways.split(",")) - {"plain", "lightning"}
+    if unknown:
+        parser.error(f"--ways: unknown {sorted(unknown)}; choose from plain, lightning")
+    return args
+
+
+def relaunch_with_torchrun(processes: int, argv: list[str]) -> int:
+    """The same command, once per process, started by torchrun as training would be."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
+    return subprocess.call([*command, "-m", __package__, *argv])
+
+
+def compose_config(args: argparse.Namespace, world_size: int, local_world_size: int, output_dir: str):
+    from hydra import compose, initialize_config_dir
+
+    from ..launch.environment import register_resolvers
+
+    register_resolvers()
+    chosen = {override.split("=")[0].lstrip("+~") for override in args.overrides}
+    defaults = []
+    if "data" not in chosen:  # MNIST-shaped and -sized, without a download
+        defaults += ["data=synthetic", "data.num_samples=60000"]
+    if world_size > 1:
+        defaults += [f"trainer.devices={local_world_size}", f"trainer.num_nodes={world_size // local_world_size}"]
+        if "strategy" not in chosen:
+            defaults.append("strategy=ddp")
+    with initialize_config_dir(config_dir=str(args.config_dir.resolve()), version_base="1.3"):
+        return compose("train", overrides=[*defaults, *args.overrides, f"output_dir={output_dir}"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    if args.processes > 1 and "LOCAL_RANK" not in os.environ:
+        return relaunch_with_torchrun(args.processes, argv)
+
+    import torch
+    import torch.distributed as dist
+
+    from .lightning_path import train_lightning
+    from .measure import StepWindow
+    from .plain import loader_only, train_plain
+
+    if not args.verbose:
+        for name in ("pytorch_lightning", "lightning_fabric", "lightning.pytorch"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+    world_size = int(os.environ.get("WORLD_SIZE", 1))
+    local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    output_dir = tempfile.mkdtemp(prefix="benchmark-")
+    cfg = compose_config(args, world_size, local_world_size, output_dir)
+
+    use_gpu = torch.cuda.is_available() and cfg.trainer.accelerator in ("auto", "gpu", "cuda")
+    device = torch.device("cuda", local_rank) if use_gpu else torch.device("cpu")
+    if use_gpu:
+        torch.cuda.set_device(device)
+    if world_size > 1:  # Lightning finds the process group made here and uses it
+        dist.init_process_group("nccl" if use_gpu else "gloo")
+
+    ways = args.ways.split(",")
+    batch_size = cfg.data.batch_size
+    runs = {way: [] for way in ways}
+    for repeat in range(args.repeats):
+        for way in ways if repeat % 2 == 0 else reversed(ways):  # alternate who goes first
+            if way == "plain":
+                window = StepWindow(args.warmup, args.steps, batch_size, device)
+                runs[way].append(train_plain(cfg, window, device))
+            else:
+                runs[way].append(train_lightning(cfg, args.warmup, args.steps))
+    loader, train_samples = loader_only(cfg, args.steps, device)
+
+    mine = {"runs": {way: [vars(m) for m in measured] for way, measured in runs.items()}, "loader": loader}
+    everyone = [None] * world_size
+    if world_size > 1:
+        dist.all_gather_object(everyone, mine)
+    else:
+        everyone = [mine]
+    shutil.rmtree(output_dir, ignore_errors=True)
+    if int(os.environ.get("RANK", 0)) == 0:
+        figures = Figures.from_ranks(everyone, ways, settings=settings(args, cfg, device, world_size, train_samples))
+        print_report(figures)
+        if args.json:
+            args.json.write_text(json.dumps(figures.as_dict(), indent=2))
+    if world_size > 1:
+        dist.destroy_process_group()
+    return 0
+
+
+def settings(args: argparse.Namespace, cfg, device, world_size: int, train_samples: int) -> dict:
+    import platform
+
+    import pytorch_lightning as pl
+    import torch
+
+    return {
+        "model": cfg.model._target_.rsplit(".", 1)[-1],
+        "data": cfg.data._target_.rsplit(".", 1)[-1],
+        "batch_size_per_process": cfg.data.batch_size,
+        "precision": str(cfg.trainer.precision),
+        "processes": world_size,
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({os.cpu_count()} cores)",
+        "threads_per_process": torch.get_num_threads(),
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "repeats": args.repeats,
+        "overrides": args.overrides,
+        "versions": f"python {platform.python_version()}, torch {torch.__version__}, lightning {pl.__version__}",
+        "train_samples": train_samples,
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""The project's own path: `run.run(cfg)`, exactly as train.py calls it, with a callback
+that times the same window of steps as the plain loop."""
+
+import pytorch_lightning as pl
+from omegaconf import DictConfig, open_dict
+
+from ..run import run
+from .measure import Measurement, StepWindow
+
+
+class TimeSteps(pl.Callback):
+    def __init__(self, warmup: int, steps: int, batch_size: int):
+        self.settings = (warmup, steps, batch_size)
+        self.window: StepWindow | None = None
+
+    def on_train_start(self, trainer, pl_module):
+        self.window = StepWindow(*self.settings, device=pl_module.device)
+        self.window.begin()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.window.step_done()
+
+
+def train_lightning(cfg: DictConfig, warmup: int, steps: int) -> Measurement:
+    cfg = cfg.copy()
+    with open_dict(cfg):
+        cfg.trainer.max_steps = warmup + steps
+        cfg.trainer.max_epochs = warmup + steps  # enough: max_steps stops it
+        cfg.trainer.limit_train_batches = None
+        # The plain loop does not validate: neither does this (validation is not timed anyway).
+        cfg.trainer.limit_val_batches = 0
+        cfg.trainer.num_sanity_val_steps = 0
+        cfg.callbacks.benchmark_timer = {
+            "_target_": f"{__name__}.TimeSteps",
+            "warmup": warmup,
+            "steps": steps,
+            "batch_size": cfg.data.batch_size,
+        }
+    trainer = run(cfg)
+    (timer,) = [callback for callback in trainer.callbacks if isinstance(callback, TimeSteps)]
+    return timer.window.result()

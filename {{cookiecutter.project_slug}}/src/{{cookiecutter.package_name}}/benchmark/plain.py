@@ -1,0 +1,110 @@
+"""The same model on the same data, trained by a loop written by hand, the way the HPC
+centres' DDP tutorials write it: DistributedSampler, DistributedDataParallel, AdamW.
+
+Only the training loop differs from the project: the data tensors, the network, the
+optimizer (`configure_optimizers`) and the DDP settings come from the same config.
+"""
+
+import contextlib
+import time
+
+import torch
+import torch.distributed as dist
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+from torch.nn import functional as F
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DistributedSampler
+
+from ..data.in_memory import batch_loader, normalize
+from ..models.autoencoder import AutoEncoder
+from .measure import Measurement, StepWindow, synchronize
+
+# torch.autocast dtypes of Lightning's mixed precisions; "32-true" and "32" need none.
+AUTOCAST = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
+FULL_PRECISION = {"32-true", "32", 32}
+
+
+def train_loader(cfg: DictConfig, device: torch.device):
+    """The project's in-memory training set, in a DataLoader with a DistributedSampler."""
+    datamodule = instantiate(cfg.data)
+    datamodule.setup("fit")
+    train_set = datamodule.train_set
+    if datamodule.on_device and device.type == "cuda":
+        train_set = train_set.to(device)
+    sampler = DistributedSampler(train_set, seed=cfg.seed) if dist.is_initialized() else None
+    loader = batch_loader(train_set, cfg.data.batch_size, True, num_workers=datamodule.num_workers, sampler=sampler)
+    return loader, datamodule
+
+
+def _ddp_options(cfg: DictConfig) -> dict:
+    instance = cfg.strategy.instance
+    if isinstance(instance, str):
+        return {}
+    keys = ("find_unused_parameters", "gradient_as_bucket_view", "static_graph")
+    return {key: instance[key] for key in keys if key in instance}
+
+
+def _loss(module, output: torch.Tensor, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    if isinstance(module, AutoEncoder):
+        return F.mse_loss(output, images)
+    return F.cross_entropy(output, labels)
+
+
+def train_plain(cfg: DictConfig, window: StepWindow, device: torch.device) -> Measurement:
+    precision = cfg.trainer.precision
+    if precision not in FULL_PRECISION and precision not in AUTOCAST:
+        raise ValueError(f"the plain loop supports precision {sorted(map(str, FULL_PRECISION | set(AUTOCAST)))}")
+    torch.manual_seed(cfg.seed)
+    loader, datamodule = train_loader(cfg, device)
+    module = instantiate(cfg.model).to(device)
+    optimizer = module.configure_optimizers()
+    model = module
+    if dist.is_initialized():
+        device_ids = [device.index] if device.type == "cuda" else None
+        model = DistributedDataParallel(module, device_ids=device_ids, **_ddp_options(cfg))
+    dtype = AUTOCAST.get(precision)
+    autocast = torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext()
+    scaler = torch.amp.GradScaler(device.type, enabled=dtype is torch.float16)
+    log_every = cfg.trainer.log_every_n_steps
+
+    model.train()
+    window.begin()
+    epoch = 0
+    while window.done < window.total_steps:
+        if isinstance(loader.sampler, DistributedSampler):
+            loader.sampler.set_epoch(epoch)
+        for images, labels in loader:
+            images = normalize(images.to(device, non_blocking=True), datamodule.mean, datamodule.std)
+            labels = labels.to(device, non_blocking=True)
+            with autocast:
+                loss = _loss(module, model(images), images, labels)
+            optimizer.zero_grad(set_to_none=True)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            if window.done % log_every == 0:
+                loss.item()  # what the tutorials print every few steps: one device sync
+            window.step_done()
+            if window.done == window.total_steps:
+                break
+        epoch += 1
+    return window.result()
+
+
+def loader_only(cfg: DictConfig, steps: int, device: torch.device) -> tuple[float, int]:
+    """Samples/s per rank of the data pipeline alone (batches, to the device, normalised),
+    and the size of the training set."""
+    loader, datamodule = train_loader(cfg, device)
+    done = 0
+    synchronize(device)
+    start = time.perf_counter()
+    while done < steps:
+        for images, labels in loader:
+            images = normalize(images.to(device, non_blocking=True), datamodule.mean, datamodule.std)
+            labels = labels.to(device, non_blocking=True)
+            done += 1
+            if done == steps:
+                break
+    synchronize(device)
+    return steps * cfg.data.batch_size / (time.perf_counter() - start), len(loader.dataset)

@@ -1,0 +1,61 @@
+"""python -m {{ cookiecutter.package_name }}.benchmark.scaling --processes 1,2,4 [config overrides]
+
+Runs the benchmark's Lightning path with 1, 2, ... processes (each started by torchrun, as
+training is) and prints the scaling table: time per epoch, speed-up and efficiency. The
+batch per process stays the same, so N processes share each epoch N ways.
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=f"python -m {__name__}", description=__doc__.split("\n\n")[1])
+    parser.add_argument("--processes", default="1,2", help="process counts to run, e.g. 1,2,4,8 (default 1,2)")
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--way", choices=["lightning", "plain"], default="lightning")
+    parser.add_argument("overrides", nargs="*", help="config overrides, as for the benchmark and train.py")
+    return parser.parse_args(argv)
+
+
+def measure(processes: int, args: argparse.Namespace, json_path: Path) -> dict:
+    command = [sys.executable, "-m", __package__, f"--processes={processes}", f"--ways={args.way}"]
+    command += [f"--steps={args.steps}", f"--warmup={args.warmup}", f"--repeats={args.repeats}"]
+    subprocess.run([*command, f"--json={json_path}", *args.overrides], check=True)
+    return json.loads(json_path.read_text())
+
+
+def table(rows: list[tuple[int, float, int]]) -> str:
+    """rows: (processes, samples/s in total, samples per epoch). Markdown, as in docs/performance.md."""
+    lines = ["| processes | samples/s | time per epoch (s) | speed-up | efficiency |", "|---|---|---|---|---|"]
+    base_time = None
+    for processes, samples_per_sec, epoch_samples in rows:
+        epoch_time = epoch_samples / samples_per_sec
+        base_time = base_time or epoch_time * rows[0][0]  # the time one process would take
+        speed_up = base_time / epoch_time
+        lines.append(
+            f"| {processes} | {samples_per_sec:.0f} | {epoch_time:.2f} | {speed_up:.2f} | {speed_up / processes:.0%} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for processes in (int(n) for n in args.processes.split(",")):
+            figures = measure(processes, args, Path(tmp) / f"{processes}.json")
+            rows.append((processes, figures["ways"][args.way]["median"], figures["settings"]["train_samples"]))
+    print(f"\nscaling of the {args.way} path, {' '.join(args.overrides) or 'default config'}:")
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""The benchmark and the scaling command run and print well-formed figures.
+
+Short mode: tiny data, a few steps. The figures themselves are not checked: they depend on
+the machine (docs/performance.md has measured ones).
+"""
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import project_env
+
+SHORT = ["--steps=3", "--warmup=1", "--repeats=2", "data.num_samples=256", "data.batch_size=16", "logger=csv"]
+NUMBER = r"\d+\.\d"
+
+
+def run_module(module: str, *args: str, cwd) -> str:
+    command = [sys.executable, "-m", f"{{ cookiecutter.package_name }}.{module}", *args]
+    result = subprocess.run(command, cwd=cwd, env=project_env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"{' '.join(command)} exited {result.returncode}\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+def check_report(stdout: str, figures: dict, processes: int) -> None:
+    for way in ("plain", "lightning"):
+        assert re.search(rf"^{way} +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER} +\d+$", stdout, re.M), stdout
+        assert len(figures["ways"][way]["samples_per_sec"]) == 2
+        assert all(value > 0 for value in figures["ways"][way]["samples_per_sec"])
+    assert re.search(rf"^ratio lightning/plain: {NUMBER}+ \(median of 2 paired repeats", stdout, re.M), stdout
+    assert re.search(rf"^loader only: {NUMBER} samples/s = {NUMBER}x what training uses$", stdout, re.M), stdout
+    assert figures["ratio_median"] > 0 and figures["loader_samples_per_sec"] > 0
+    assert figures["settings"]["processes"] == processes
+    assert figures["settings"]["train_samples"] == 256
+
+
+def test_benchmark_compares_plain_and_lightning(tmp_path):
+    stdout = run_module("benchmark", *SHORT, f"--json={tmp_path / 'figures.json'}", cwd=tmp_path)
+    check_report(stdout, json.loads((tmp_path / "figures.json").read_text()), processes=1)
+
+
+@pytest.mark.slow
+def test_benchmark_with_two_processes(tmp_path):
+    args = ["--processes=2", *SHORT, f"--json={tmp_path / 'figures.json'}"]
+    stdout = run_module("benchmark", *args, cwd=tmp_path)
+    check_report(stdout, json.loads((tmp_path / "figures.json").read_text()), processes=2)
+
+
+@pytest.mark.slow
+def test_scaling_prints_the_table(tmp_path):
+    stdout = run_module("benchmark.scaling", "--processes=1,2", "--repeats=1", *SHORT[:2], *SHORT[3:], cwd=tmp_path)
+    assert "| processes | samples/s | time per epoch (s) | speed-up | efficiency |" in stdout
+    assert re.search(r"^\| 1 \| \d+ \| [\d.]+ \| 1\.00 \| 100% \|$", stdout, re.M), stdout
+    assert re.search(r"^\| 2 \| \d+ \| [\d.]+ \| [\d.]+ \| \d+% \|$", stdout, re.M), stdout
