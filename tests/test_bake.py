@@ -86,7 +86,7 @@ def test_post_gen_hook_prints_next_steps(tmp_path):
 @pytest.mark.parametrize("cluster", CHOICES["cluster"])
 def test_each_cluster_answer_renders_the_three_scripts(cluster, tmp_path):
     project = bake(tmp_path, cluster=cluster, strategy="deepspeed", slurm_account="project_462000007")
-    scripts = sorted(p.name for p in (project / "scripts").glob("*.sh"))
+    scripts = sorted(p.name for p in (project / "scripts").glob("run-gpu*.sh"))
     assert scripts == ["run-gpu1.sh", "run-gpu4.sh", "run-gpu8.sh"]
     target = "generic" if cluster == "local" else cluster  # local has no Slurm: scripts for any Slurm cluster
     for name in scripts:

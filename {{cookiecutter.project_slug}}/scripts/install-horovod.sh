@@ -44,7 +44,7 @@ fi
 # A wheel built earlier for the same torch (and Python) is reused: the build takes minutes.
 cache_dir="$WHEEL_CACHE/torch-$torch_version-$flavour"
 py_tag=$("$PYTHON" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
-wheel=$(ls "$cache_dir"/horovod-"$HOROVOD_VERSION"-"$py_tag"-*.whl 2>/dev/null | head -n 1 || true)
+wheel=$(find "$cache_dir" -maxdepth 1 -name "horovod-$HOROVOD_VERSION-$py_tag-*.whl" 2>/dev/null | head -n 1 || true)
 if [[ -n $wheel && $rebuild != 1 ]]; then
   echo "install-horovod: installing cached $wheel"
   "$PYTHON" -m pip install --quiet --no-deps --force-reinstall "$wheel"

@@ -26,6 +26,26 @@ def check_ddp_run(finished, outputs, record, world_size):
     assert set(writes) == {0}, f"only rank 0 may write checkpoints, got writes from ranks {sorted(writes)}"
 
 
+def start_slow_job(local_slurm, tmp_path, launcher):
+    """Submit a 2-node job of 12 short epochs that records where each start began; return
+    once it has written its first checkpoint, so that it can be signalled mid-training."""
+    script = write_script(tmp_path, nodes=2, launcher=launcher)
+    job_id = local_slurm.submit(
+        script,
+        *FAST,
+        "trainer.max_epochs=12",
+        f"output_root={tmp_path / 'outputs'}",
+        *RECORD,
+        f"+callbacks.record.path={tmp_path / 'record'}",
+        "+callbacks.starts._target_=tests.slurm_helpers.RecordStarts",
+        f"+callbacks.starts.path={tmp_path / 'starts'}",
+        "+callbacks.starts.seconds_per_step=0.25",  # 12 epochs x 2 steps: ~6 s of training
+    )
+    first_checkpoint = tmp_path / "outputs" / f"slurm-{job_id}" / "checkpoints" / "last.ckpt"
+    local_slurm.wait_for(first_checkpoint.exists, f"job {job_id} wrote no checkpoint", timeout=300)
+    return script, job_id
+
+
 @pytest.mark.parametrize("launcher", ["srun", "torchrun"])
 def test_two_nodes_train_in_step(local_slurm, launcher, tmp_path):
     """srun: 2 nodes x 2 tasks; torchrun: 2 nodes x 1 task starting 2 processes each."""
@@ -42,20 +62,7 @@ def test_preempted_job_checkpoints_requeues_and_resumes(local_slurm, tmp_path):
     """SIGUSR1 (what --signal=SIGUSR1@90 sends before the time limit) -> the ranks save an hpc
     checkpoint and requeue the job -> the same job id runs again, resumes from it and finishes."""
     outputs, starts, record = tmp_path / "outputs", tmp_path / "starts", tmp_path / "record"
-    script = write_script(tmp_path, nodes=2)
-    job_id = local_slurm.submit(
-        script,
-        *FAST,
-        "trainer.max_epochs=12",
-        f"output_root={outputs}",
-        *RECORD,
-        f"+callbacks.record.path={record}",
-        "+callbacks.starts._target_=tests.slurm_helpers.RecordStarts",
-        f"+callbacks.starts.path={starts}",
-        "+callbacks.starts.seconds_per_step=0.25",  # 12 epochs x 2 steps: ~6 s of training
-    )
-    first_checkpoint = outputs / f"slurm-{job_id}" / "checkpoints" / "last.ckpt"
-    local_slurm.wait_for(first_checkpoint.exists, f"job {job_id} wrote no checkpoint", timeout=300)
+    script, job_id = start_slow_job(local_slurm, tmp_path, launcher="srun")
     local_slurm.command("scancel", "--signal=USR1", job_id)  # at once (Slurm sends --signal@ within ~30 s)
     local_slurm.release_requeued(job_id)
     info = local_slurm.wait(job_id, timeout=600)
@@ -67,9 +74,12 @@ def test_preempted_job_checkpoints_requeues_and_resumes(local_slurm, tmp_path):
     assert hpc, f"no hpc checkpoint:\n{log}"
     saved = torch.load(hpc[-1], weights_only=False)
     assert 0 < saved["global_step"] < 12 * 2
-    first, second = (starts / "starts-rank0.txt").read_text().splitlines()
-    assert first == "0 0"
-    resumed_at = f"{saved['epoch']} {saved['global_step']}"
+    first, second = [tuple(map(int, line.split())) for line in (starts / "starts-rank0.txt").read_text().splitlines()]
+    assert first == (0, 0)
+    # Resumed at the saved step; a checkpoint taken after an epoch's last batch (2 steps per
+    # epoch here) continues with the next epoch.
+    epoch_done = saved["global_step"] % 2 == 0
+    resumed_at = (saved["epoch"] + epoch_done, saved["global_step"])
     assert second == resumed_at, "the requeued run did not start where the hpc checkpoint was saved"
     assert "Restoring states from the checkpoint path" in log
     # Finished all 12 epochs (256 samples in batches of 32 over 4 ranks: 2 steps each), in step.
@@ -81,21 +91,8 @@ def test_preempted_job_checkpoints_requeues_and_resumes(local_slurm, tmp_path):
 def test_torchrun_job_is_requeued_by_its_batch_shell(local_slurm, tmp_path):
     """Under torchrun the batch shell gets the signal (--signal=B:USR1@90), requeues the job,
     and the requeued run resumes from last.ckpt instead of starting again from zero."""
-    outputs, starts, record = tmp_path / "outputs", tmp_path / "starts", tmp_path / "record"
-    script = write_script(tmp_path, nodes=2, launcher="torchrun")
-    job_id = local_slurm.submit(
-        script,
-        *FAST,
-        "trainer.max_epochs=12",
-        f"output_root={outputs}",
-        *RECORD,
-        f"+callbacks.record.path={record}",
-        "+callbacks.starts._target_=tests.slurm_helpers.RecordStarts",
-        f"+callbacks.starts.path={starts}",
-        "+callbacks.starts.seconds_per_step=0.25",
-    )
-    first_checkpoint = outputs / f"slurm-{job_id}" / "checkpoints" / "last.ckpt"
-    local_slurm.wait_for(first_checkpoint.exists, f"job {job_id} wrote no checkpoint", timeout=300)
+    starts, record = tmp_path / "starts", tmp_path / "record"
+    script, job_id = start_slow_job(local_slurm, tmp_path, launcher="torchrun")
     local_slurm.command("scancel", "--batch", "--signal=USR1", job_id)
     local_slurm.release_requeued(job_id)
     info = local_slurm.wait(job_id, timeout=600)
