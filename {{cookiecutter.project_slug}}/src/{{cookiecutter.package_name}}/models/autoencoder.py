@@ -5,6 +5,7 @@ import torch
 from torch import nn
 
 from .sharding import shard_layers
+from .step_logging import logger_writes_this_step
 
 
 class DenseAutoEncoder(nn.Sequential):
@@ -36,7 +37,8 @@ class AutoEncoder(pl.LightningModule):
 
     def training_step(self, batch, batch_idx):
         loss = self._loss(batch)
-        self.log("train/loss", loss, prog_bar=True)
+        if logger_writes_this_step(self.trainer, batch_idx):  # self.log is costly: only when written
+            self.log("train/loss", loss)  # no prog_bar=True: that reads it (.item()) after every step
         return loss
 
     def validation_step(self, batch, batch_idx):

@@ -1,0 +1,82 @@
+"""What a training step must not do: read values back from the device (`.item()`: on a GPU,
+a wait for the step to finish) or call Lightning's costly `self.log` on steps nobody writes.
+
+Counted in one process on the CPU: the calls are the same on a GPU, where they cost."""
+
+import csv
+import traceback
+from collections import Counter
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
+from {{ cookiecutter.package_name }}.run import run
+
+from tests.helpers import PROJECT
+
+STEPS = 40
+# torch's optimizers read their step counters, and its samplers their seeds: host tensors.
+HOST_ONLY = ("torch/optim/", "torch/utils/data/")
+
+
+def train_in_process(tmp_path, *overrides: str):
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(PROJECT / "configs"), version_base="1.3"):
+        cfg = compose(
+            "train",
+            overrides=[
+                "data=synthetic",
+                f"data.num_samples={STEPS * 16}",
+                "data.batch_size=16",
+                "model.net.hidden=16",
+                "model=autoencoder",
+                "trainer.max_epochs=1",
+                "trainer.limit_val_batches=0",
+                "trainer.accelerator=cpu",
+                "logger=csv",
+                f"output_dir={tmp_path}",
+                *overrides,
+            ],
+        )
+    return run(cfg)
+
+
+@pytest.fixture
+def item_calls(monkeypatch):
+    """Who called Tensor.item, by file."""
+    calls = Counter()
+    item = torch.Tensor.item
+
+    def counted(tensor):
+        caller = traceback.extract_stack(limit=2)[0].filename
+        if not any(part in caller for part in HOST_ONLY):
+            calls[caller.rsplit("site-packages/", 1)[-1]] += 1
+        return item(tensor)
+
+    monkeypatch.setattr(torch.Tensor, "item", counted)
+    return calls
+
+
+def test_no_device_reads_per_step_with_the_progress_bar_on(tmp_path, item_calls):
+    trainer = train_in_process(tmp_path, "trainer.log_every_n_steps=50")
+    assert trainer.global_step == STEPS
+    assert "callbacks.progress.ProgressBar" in str([type(c) for c in trainer.callbacks])
+    # The bar reads train/loss when it updates (every 20 steps) and at the end: a handful, not
+    # one per step (before: 45 in 40 steps, Lightning reading prog_bar metrics after each).
+    assert sum(item_calls.values()) <= STEPS // 4, f"{dict(item_calls)} in {STEPS} steps"
+
+
+def test_train_loss_is_written_every_log_every_n_steps(tmp_path):
+    train_in_process(tmp_path, "trainer.log_every_n_steps=10")
+    with open(tmp_path / "csv" / "metrics.csv") as metrics:
+        steps = [int(row["step"]) for row in csv.DictReader(metrics) if row.get("train/loss")]
+    assert steps == [9, 19, 29, 39]  # Lightning's numbering: the step being taken, from 0
+
+
+def test_train_loss_is_logged_after_the_optimizer_steps_with_accumulation(tmp_path):
+    train_in_process(tmp_path, "trainer.log_every_n_steps=5", "trainer.accumulate_grad_batches=2")
+    with open(tmp_path / "csv" / "metrics.csv") as metrics:
+        steps = [int(row["step"]) for row in csv.DictReader(metrics) if row.get("train/loss")]
+    assert steps == [4, 9, 14, 19]  # 40 batches, 20 optimizer steps
