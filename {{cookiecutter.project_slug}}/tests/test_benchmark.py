@@ -11,10 +11,11 @@ import sys
 
 import pytest
 
-from tests.helpers import project_env
+from tests.helpers import project_env, write_small_mnist
 
 SHORT = ["--steps=3", "--warmup=1", "--repeats=2", "data.num_samples=256", "data.batch_size=16", "logger=csv"]
 NUMBER = r"\d+\.\d"
+LOADER_LINE = rf"^loader only: {NUMBER} samples/s = {NUMBER}x what training uses \((\d+) worker\(s\) per process\)$"
 
 
 def run_module(module: str, *args: str, cwd) -> str:
@@ -24,21 +25,30 @@ def run_module(module: str, *args: str, cwd) -> str:
     return result.stdout
 
 
-def check_report(stdout: str, figures: dict, processes: int) -> None:
+def check_report(stdout: str, figures: dict, processes: int, train_samples: int = 256) -> None:
     for way in ("plain", "lightning"):
         assert re.search(rf"^{way} +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER} +\d+$", stdout, re.M), stdout
         assert len(figures["ways"][way]["samples_per_sec"]) == 2
         assert all(value > 0 for value in figures["ways"][way]["samples_per_sec"])
     assert re.search(rf"^ratio lightning/plain: {NUMBER}+ \(median of 2 paired repeats", stdout, re.M), stdout
-    assert re.search(rf"^loader only: {NUMBER} samples/s = {NUMBER}x what training uses$", stdout, re.M), stdout
+    assert re.search(LOADER_LINE, stdout, re.M), stdout
     assert figures["ratio_median"] > 0 and figures["loader_samples_per_sec"] > 0
     assert figures["settings"]["processes"] == processes
-    assert figures["settings"]["train_samples"] == 256
+    assert figures["settings"]["train_samples"] == train_samples
 
 
 def test_benchmark_compares_plain_and_lightning(tmp_path):
     stdout = run_module("benchmark", *SHORT, f"--json={tmp_path / 'figures.json'}", cwd=tmp_path)
     check_report(stdout, json.loads((tmp_path / "figures.json").read_text()), processes=1)
+
+
+def test_benchmark_reads_mnist_sample_by_sample_with_workers(tmp_path):
+    root = write_small_mnist(tmp_path / "mnist", train=300)
+    mnist = ["data=mnist", f"data.root={root}", "data.download=false", "data.val_size=44", "data.in_memory=false"]
+    args = [*SHORT[:3], "logger=csv", *mnist, "data.batch_size=16", "data.num_workers=1"]
+    stdout = run_module("benchmark", *args, f"--json={tmp_path / 'figures.json'}", cwd=tmp_path)
+    check_report(stdout, json.loads((tmp_path / "figures.json").read_text()), processes=1, train_samples=256)
+    assert re.search(LOADER_LINE, stdout, re.M).group(1) == "1"
 
 
 @pytest.mark.slow

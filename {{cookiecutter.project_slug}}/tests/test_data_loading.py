@@ -1,8 +1,12 @@
-"""The in-memory loader: whole batches in one indexing operation, with or without workers."""
+"""The loaders: in memory, whole batches in one indexing operation, with or without workers;
+and how many workers `data.num_workers=auto` gives each process."""
 
+import pytest
 import torch
 
-from {{ cookiecutter.package_name }}.data.in_memory import InMemoryImages, batch_loader
+from {{ cookiecutter.package_name }}.data import workers
+from {{ cookiecutter.package_name }}.data.in_memory import InMemoryImages
+from {{ cookiecutter.package_name }}.data.loaders import make_loader
 from {{ cookiecutter.package_name }}.data.synthetic import SyntheticDataModule
 
 
@@ -12,7 +16,7 @@ def small_set(count: int = 40) -> InMemoryImages:
 
 
 def test_batches_are_cut_by_index():
-    batches = list(batch_loader(small_set(), batch_size=16, shuffle=False))
+    batches = list(make_loader(small_set(), batch_size=16, shuffle=False))
     assert [len(labels) for _, labels in batches] == [16, 16, 8]  # evaluation keeps the last one
     images, labels = batches[1]
     assert images.shape == (16, 1, 2, 2) and images.dtype == torch.uint8
@@ -21,15 +25,15 @@ def test_batches_are_cut_by_index():
 
 def test_training_batches_are_shuffled_and_full():
     torch.manual_seed(0)
-    batches = list(batch_loader(small_set(), batch_size=16, shuffle=True))
+    batches = list(make_loader(small_set(), batch_size=16, shuffle=True))
     assert [len(labels) for _, labels in batches] == [16, 16]  # drop_last: every step the same size
     seen = torch.cat([labels for _, labels in batches])
     assert len(seen.unique()) == 32 and not torch.equal(seen, torch.arange(32))
 
 
 def test_workers_give_the_same_batches():
-    without = list(batch_loader(small_set(), batch_size=16, shuffle=False))
-    loader = batch_loader(small_set(), batch_size=16, shuffle=False, num_workers=1)
+    without = list(make_loader(small_set(), batch_size=16, shuffle=False))
+    loader = make_loader(small_set(), batch_size=16, shuffle=False, num_workers=1)
     assert loader.persistent_workers
     for (images, labels), (expected_images, expected_labels) in zip(loader, without, strict=True):
         assert torch.equal(images, expected_images) and torch.equal(labels, expected_labels)
@@ -40,3 +44,42 @@ def test_data_stays_on_the_cpu_without_a_gpu():
     datamodule.setup("fit")
     images, _ = next(iter(datamodule.train_dataloader()))  # no trainer: nothing to move to
     assert images.device.type == "cpu"
+
+
+@pytest.fixture
+def no_launcher(monkeypatch):
+    for name in ("SLURM_CPUS_PER_TASK", "TORCHELASTIC_RUN_ID", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    return monkeypatch
+
+
+def test_auto_workers_in_memory_are_none(no_launcher):
+    no_launcher.setenv("SLURM_CPUS_PER_TASK", "10")
+    assert workers.resolve_workers("auto", per_sample=False) == 0
+
+
+def test_auto_workers_follow_slurms_cpus_per_task(no_launcher):
+    no_launcher.setenv("SLURM_CPUS_PER_TASK", "10")  # srun: a task per GPU, --cpus-per-task from the profile
+    assert workers.resolve_workers("auto", per_sample=True, processes_per_node=4) == 9
+    no_launcher.setenv("SLURM_CPUS_PER_TASK", "40")  # torchrun: one task per node, 4 processes share it
+    no_launcher.setenv("TORCHELASTIC_RUN_ID", "1")
+    no_launcher.setenv("LOCAL_WORLD_SIZE", "4")
+    assert workers.resolve_workers("auto", per_sample=True, processes_per_node=4) == 9
+
+
+def test_auto_workers_outside_slurm_share_the_machine(no_launcher):
+    assert workers.resolve_workers("auto", per_sample=True, processes_per_node=2) == 7  # 16 CPUs / 2 - 1
+    assert workers.resolve_workers("auto", per_sample=True, processes_per_node=32) == 0
+    assert workers.resolve_workers(3, per_sample=True) == 3  # a number is taken as it is
+
+
+def test_the_rendered_scripts_cpus_reach_the_workers(no_launcher):
+    """What a task of scripts/run-gpu4.sh on Puhti sees: --cpus-per-task=10 (cluster.slurm.cpus_per_gpu)."""
+    from {{ cookiecutter.package_name }}.slurm.profiles import load
+    from {{ cookiecutter.package_name }}.slurm.render import Job, sbatch_header
+
+    header = sbatch_header(Job(load("cluster", "puhti"), "ddp"))
+    (cpus,) = [line.split("=")[1] for line in header if line.startswith("#SBATCH --cpus-per-task=")]
+    no_launcher.setenv("SLURM_CPUS_PER_TASK", cpus)
+    assert workers.resolve_workers("auto", per_sample=True, processes_per_node=4) == int(cpus) - 1 == 9

@@ -9,8 +9,9 @@ import torch
 
 from {{ cookiecutter.package_name }}.data.idx import read_idx, write_idx
 from {{ cookiecutter.package_name }}.data.mnist import MNISTDataModule, MNISTNotFoundError
+from {{ cookiecutter.package_name }}.data.per_sample import IdxSamples
 
-from tests.helpers import write_small_mnist
+from tests.helpers import run_train, write_small_mnist
 
 
 def test_idx_round_trip(tmp_path):
@@ -21,14 +22,7 @@ def test_idx_round_trip(tmp_path):
 
 
 def test_datamodule_loads_split_and_normalises(tmp_path):
-    root = write_small_mnist(tmp_path, train=100, test=30)
-    # torchvision also keeps the .gz files; a gzipped-only copy must load the same.
-    raw = root / "MNIST" / "raw"
-    for path in list(raw.iterdir()):
-        with open(path, "rb") as src, gzip.open(f"{path}.gz", "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        path.unlink()
-
+    root = gzip_only(write_small_mnist(tmp_path, train=100, test=30))
     data = MNISTDataModule(root=str(root), download=False, batch_size=16, val_size=20)
     data.prepare_data()
     data.setup("fit")
@@ -39,6 +33,48 @@ def test_datamodule_loads_split_and_normalises(tmp_path):
     assert labels.dtype == torch.int64
     images, _ = data.on_after_batch_transfer((images, labels), 0)
     assert images.dtype == torch.float32 and images.abs().max() < 4
+
+
+def gzip_only(root):
+    """torchvision also keeps the .gz files; a gzipped-only copy must load the same."""
+    raw = root / "MNIST" / "raw"
+    for path in list(raw.iterdir()):
+        with open(path, "rb") as src, gzip.open(f"{path}.gz", "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        path.unlink()
+    return root
+
+
+def batches(loader) -> tuple[torch.Tensor, torch.Tensor]:
+    images, labels = zip(*loader, strict=True)
+    return torch.cat(images), torch.cat(labels)
+
+
+def test_reading_sample_by_sample_gives_the_same_data(tmp_path):
+    root = gzip_only(write_small_mnist(tmp_path, train=100, test=30))
+    in_memory = MNISTDataModule(root=str(root), download=False, batch_size=16, val_size=20)
+    from_files = MNISTDataModule(root=str(root), download=False, batch_size=16, val_size=20, in_memory=False)
+    for data in (in_memory, from_files):
+        data.prepare_data()  # unpacks the .gz files for reading from them
+        data.setup("fit")
+    assert isinstance(from_files.train_set, IdxSamples)
+    assert from_files.workers_for(from_files.train_set) >= 0 and in_memory.workers_for(in_memory.train_set) == 0
+    for split in ("val", "test"):
+        expected = batches(getattr(in_memory, f"{split}_dataloader")())
+        from_files.num_workers = 1  # and through a worker process
+        got = batches(getattr(from_files, f"{split}_dataloader")())
+        assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True)), f"{split} differs"
+        assert got[0].dtype == torch.uint8 and got[1].dtype == torch.int64
+    assert len(from_files.train_set) == 80
+
+
+def test_trains_from_the_files_with_auto_workers(tmp_path):
+    root = write_small_mnist(tmp_path / "mnist")
+    overrides = ["data=mnist", f"data.root={root}", "data.download=false", "data.val_size=64", "data.in_memory=false"]
+    result = run_train(
+        *overrides, "data.batch_size=16", "trainer.fast_dev_run=true", "logger=csv", f"output_root={tmp_path}"
+    )
+    assert "fast_dev_run" in result.stdout + result.stderr
 
 
 def test_missing_files_explain_the_fix(tmp_path):

@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
     import torch.distributed as dist
+    from hydra.utils import instantiate
 
     from .lightning_path import train_lightning
     from .measure import StepWindow
@@ -104,6 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     if world_size > 1:  # Lightning finds the process group made here and uses it
         dist.init_process_group("nccl" if use_gpu else "gloo")
 
+    if int(os.environ.get("RANK", 0)) == 0:
+        instantiate(cfg.data).prepare_data()  # a download, or files to unpack: once
+    if world_size > 1:
+        dist.barrier()
+
     ways = args.ways.split(",")
     batch_size = cfg.data.batch_size
     runs = {way: [] for way in ways}
@@ -114,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs[way].append(train_plain(cfg, window, device))
             else:
                 runs[way].append(train_lightning(cfg, args.warmup, args.steps))
-    loader, train_samples = loader_only(cfg, args.steps, device)
+    loader, train_samples, workers = loader_only(cfg, args.steps, device)
 
     mine = {"runs": {way: [vars(m) for m in measured] for way, measured in runs.items()}, "loader": loader}
     everyone = [None] * world_size
@@ -124,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         everyone = [mine]
     shutil.rmtree(output_dir, ignore_errors=True)
     if int(os.environ.get("RANK", 0)) == 0:
-        figures = Figures.from_ranks(everyone, ways, settings=settings(args, cfg, device, world_size, train_samples))
+        described = settings(args, cfg, device, world_size, train_samples, workers)
+        figures = Figures.from_ranks(everyone, ways, settings=described)
         print_report(figures)
         if args.json:
             args.json.write_text(json.dumps(figures.as_dict(), indent=2))
@@ -133,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def settings(args: argparse.Namespace, cfg, device, world_size: int, train_samples: int) -> dict:
+def settings(args: argparse.Namespace, cfg, device, world_size: int, train_samples: int, workers: int) -> dict:
     import platform
 
     import pytorch_lightning as pl
@@ -153,6 +160,7 @@ def settings(args: argparse.Namespace, cfg, device, world_size: int, train_sampl
         "overrides": args.overrides,
         "versions": f"python {platform.python_version()}, torch {torch.__version__}, lightning {pl.__version__}",
         "train_samples": train_samples,
+        "loader_workers_per_process": workers,
     }
 
 

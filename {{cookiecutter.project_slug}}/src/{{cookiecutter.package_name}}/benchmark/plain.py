@@ -6,6 +6,7 @@ optimizer (`configure_optimizers`) and the DDP settings come from the same confi
 """
 
 import contextlib
+import os
 import time
 
 import torch
@@ -16,7 +17,9 @@ from torch.nn import functional as F
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DistributedSampler
 
-from ..data.in_memory import batch_loader, normalize
+from ..data.in_memory import InMemoryImages, normalize
+from ..data.loaders import make_loader
+from ..data.workers import resolve_workers
 from ..models.autoencoder import AutoEncoder
 from .measure import Measurement, StepWindow, synchronize
 
@@ -26,15 +29,20 @@ FULL_PRECISION = {"32-true", "32", 32}
 
 
 def train_loader(cfg: DictConfig, device: torch.device):
-    """The project's in-memory training set, in a DataLoader with a DistributedSampler."""
+    """The project's training set, in a DataLoader with a DistributedSampler and the same workers."""
     datamodule = instantiate(cfg.data)
     datamodule.setup("fit")
     train_set = datamodule.train_set
-    if datamodule.on_device and device.type == "cuda":
+    if isinstance(train_set, InMemoryImages) and datamodule.on_device and device.type == "cuda":
         train_set = train_set.to(device)
     sampler = DistributedSampler(train_set, seed=cfg.seed) if dist.is_initialized() else None
-    loader = batch_loader(train_set, cfg.data.batch_size, True, num_workers=datamodule.num_workers, sampler=sampler)
+    workers = resolve_workers(datamodule.num_workers, not isinstance(train_set, InMemoryImages), local_processes())
+    loader = make_loader(train_set, cfg.data.batch_size, True, num_workers=workers, sampler=sampler)
     return loader, datamodule
+
+
+def local_processes() -> int:
+    return int(os.environ.get("LOCAL_WORLD_SIZE", 1))  # torchrun's
 
 
 def _ddp_options(cfg: DictConfig) -> dict:
@@ -92,9 +100,9 @@ def train_plain(cfg: DictConfig, window: StepWindow, device: torch.device) -> Me
     return window.result()
 
 
-def loader_only(cfg: DictConfig, steps: int, device: torch.device) -> tuple[float, int]:
+def loader_only(cfg: DictConfig, steps: int, device: torch.device) -> tuple[float, int, int]:
     """Samples/s per rank of the data pipeline alone (batches, to the device, normalised),
-    and the size of the training set."""
+    the size of the training set, and the loader's workers per rank."""
     loader, datamodule = train_loader(cfg, device)
     done = 0
     synchronize(device)
@@ -107,4 +115,4 @@ def loader_only(cfg: DictConfig, steps: int, device: torch.device) -> tuple[floa
             if done == steps:
                 break
     synchronize(device)
-    return steps * cfg.data.batch_size / (time.perf_counter() - start), len(loader.dataset)
+    return steps * cfg.data.batch_size / (time.perf_counter() - start), len(loader.dataset), loader.num_workers

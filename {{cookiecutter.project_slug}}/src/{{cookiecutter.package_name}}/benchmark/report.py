@@ -83,4 +83,7 @@ def print_report(figures: Figures) -> None:
                 f"(median of {len(ratios)} paired repeats; min {min(ratios):.3f}, max {max(ratios):.3f})"
             )
     loader = figures.loader_samples_per_sec
-    print(f"loader only: {loader:.1f} samples/s = {loader / figures.training_samples_per_sec:.1f}x what training uses")
+    print(
+        f"loader only: {loader:.1f} samples/s = {loader / figures.training_samples_per_sec:.1f}x what training uses "
+        f"({s['loader_workers_per_process']} worker(s) per process)"
+    )

@@ -1,38 +1,46 @@
-"""Shared plumbing of the in-memory DataModules: loaders and per-batch normalisation."""
+"""Shared plumbing of the DataModules: where the sets live, loaders, per-batch normalisation."""
 
 import pytorch_lightning as pl
+from torch.utils.data import Dataset
 
-from .in_memory import InMemoryImages, batch_loader, normalize
+from .in_memory import InMemoryImages, normalize
+from .loaders import make_loader
+from .workers import resolve_workers
 
 
-class InMemoryDataModule(pl.LightningDataModule):
-    """Subclasses fill `train_set`, `val_set` and `test_set` in `setup`.
+class ImageDataModule(pl.LightningDataModule):
+    """Subclasses fill `train_set`, `val_set` and `test_set` in `setup`: InMemoryImages, or a
+    dataset read sample by sample (per_sample.py) for data that does not fit in memory.
 
-    on_device: on a GPU, hold each set there (one copy per process) and cut batches there:
-    no copies from the host per step. num_workers: DataLoader worker processes per rank,
-    used only for data on the host.
+    on_device: on a GPU, hold each in-memory set there (one copy per process) and cut batches
+    there: no copies from the host per step. num_workers: DataLoader worker processes per rank,
+    for data on the host; `auto` sizes them from the CPUs Slurm gives each task (data/workers.py).
     """
 
     mean = 0.5
     std = 0.5
 
-    def __init__(self, batch_size: int, num_workers: int = 0, on_device: bool = True):
+    def __init__(self, batch_size: int, num_workers: int | str = "auto", on_device: bool = True):
         super().__init__()
         self.batch_size = batch_size
         self.num_workers = num_workers
         self.on_device = on_device
-        self.train_set: InMemoryImages | None = None
-        self.val_set: InMemoryImages | None = None
-        self.test_set: InMemoryImages | None = None
+        self.train_set: Dataset | None = None
+        self.val_set: Dataset | None = None
+        self.test_set: Dataset | None = None
 
-    def _placed(self, dataset: InMemoryImages) -> InMemoryImages:
+    def workers_for(self, dataset: Dataset) -> int:
+        processes_per_node = self.trainer.num_devices if self.trainer is not None else 1
+        return resolve_workers(self.num_workers, not isinstance(dataset, InMemoryImages), processes_per_node)
+
+    def _placed(self, dataset: Dataset) -> Dataset:
         device = self.trainer.strategy.root_device if self.trainer is not None else None
-        if self.on_device and device is not None and device.type == "cuda":
+        if isinstance(dataset, InMemoryImages) and self.on_device and device is not None and device.type == "cuda":
             return dataset.to(device)  # a no-op once it is there
         return dataset
 
-    def _loader(self, dataset: InMemoryImages, shuffle: bool):
-        return batch_loader(dataset, self.batch_size, shuffle=shuffle, num_workers=self.num_workers)
+    def _loader(self, dataset: Dataset, shuffle: bool):
+        return make_loader(dataset, self.batch_size, shuffle=shuffle, num_workers=self.workers_for(dataset))
 
     def train_dataloader(self):
         self.train_set = self._placed(self.train_set)

@@ -14,16 +14,29 @@ import torch
 _UINT8 = 0x08
 
 
+def _header(path: Path, data: bytes) -> tuple[tuple[int, ...], int]:
+    """The array's shape, and where its data starts."""
+    zero, dtype, ndim = struct.unpack(">HBB", data[:4])
+    if zero != 0 or dtype != _UINT8:
+        raise ValueError(f"{path} is not a uint8 IDX file")
+    return struct.unpack(f">{ndim}I", data[4 : 4 + 4 * ndim]), 4 + 4 * ndim
+
+
 def read_idx(path: Path) -> torch.Tensor:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as f:
         data = f.read()
-    zero, dtype, ndim = struct.unpack(">HBB", data[:4])
-    if zero != 0 or dtype != _UINT8:
-        raise ValueError(f"{path} is not a uint8 IDX file")
-    shape = struct.unpack(f">{ndim}I", data[4 : 4 + 4 * ndim])
-    array = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim)
+    shape, offset = _header(path, data)
+    array = np.frombuffer(data, dtype=np.uint8, offset=offset)
     return torch.from_numpy(array.reshape(shape).copy())
+
+
+def map_idx(path: Path) -> np.ndarray:
+    """An uncompressed IDX file as a read-only array backed by the file: the operating system
+    reads the parts that are used, so files larger than memory work."""
+    with open(path, "rb") as f:
+        shape, offset = _header(path, f.read(4 + 4 * 255))
+    return np.memmap(path, dtype=np.uint8, mode="r", offset=offset, shape=shape)
 
 
 def write_idx(path: Path, array: np.ndarray) -> None:

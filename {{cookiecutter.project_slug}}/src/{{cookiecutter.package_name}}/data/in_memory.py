@@ -6,7 +6,7 @@ Lightning can still wrap it in a DistributedSampler, because it is an ordinary D
 """
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
 
 class InMemoryImages(Dataset):
@@ -36,26 +36,6 @@ class InMemoryImages(Dataset):
 def already_batched(batch):
     """collate_fn for InMemoryImages: `__getitems__` already returns the batch."""
     return batch
-
-
-def batch_loader(
-    dataset: InMemoryImages, batch_size: int, shuffle: bool, num_workers: int = 0, sampler=None
-) -> DataLoader:
-    # Workers: best 0 here, as indexing an in-memory tensor is faster than shipping batches
-    # between processes (and impossible for tensors on the GPU). With workers, a thread pins
-    # their batches for fast copies to the GPU. drop_last: every step the same size on every rank.
-    workers = 0 if dataset.images.is_cuda else num_workers
-    return DataLoader(
-        dataset,
-        batch_size=batch_size,
-        shuffle=shuffle if sampler is None else None,
-        sampler=sampler,
-        drop_last=shuffle,
-        collate_fn=already_batched,
-        num_workers=workers,
-        persistent_workers=workers > 0,  # no restart of the workers every epoch
-        pin_memory=workers > 0 and torch.cuda.is_available(),
-    )
 
 
 def normalize(images: torch.Tensor, mean: float, std: float) -> torch.Tensor:

@@ -1,17 +1,22 @@
-"""MNIST: downloaded once (global rank 0), then read from IDX files into memory.
+"""MNIST: downloaded once (global rank 0), then read from IDX files into memory, or with
+data.in_memory=false sample by sample from the files by DataLoader workers (the way to
+train on data larger than memory; see per_sample.py).
 
 Run `python -m {{ cookiecutter.package_name }}.data.mnist DIR` on a machine with internet
 (a login node) when the compute nodes have none.
 """
 
+import gzip
+import shutil
 import sys
 from pathlib import Path
 
 import torch
 
-from .base import InMemoryDataModule
+from .base import ImageDataModule
 from .idx import read_idx
 from .in_memory import InMemoryImages
+from .per_sample import IdxSamples
 
 # torchvision's layout: ROOT/MNIST/raw/<name>, extracted or gzipped.
 FILES = {
@@ -60,15 +65,34 @@ def download(root: str | Path) -> None:
         ) from error
 
 
-def load_split(root: str | Path, split: str) -> InMemoryImages:
+def _split_files(root: str | Path, split: str) -> list[Path]:
     paths = [_find(root, name) for name in FILES[split]]
     if None in paths:
         raise MNISTNotFoundError(f"MNIST {split} files are missing from {raw_dir(root)}.\n{_how_to_fix(root)}")
-    images, labels = (read_idx(path) for path in paths)
+    return paths
+
+
+def load_split(root: str | Path, split: str) -> InMemoryImages:
+    images, labels = (read_idx(path) for path in _split_files(root, split))
     return InMemoryImages(images.unsqueeze(1), labels.long())  # [N, 28, 28] -> [N, 1, 28, 28]
 
 
-class MNISTDataModule(InMemoryDataModule):
+def decompress(root: str | Path) -> None:
+    """Reading samples from the files needs them uncompressed: unzip the .gz files that lack a copy."""
+    for pair in FILES.values():
+        for name in pair:
+            path = raw_dir(root) / name
+            if not path.exists() and path.with_name(f"{name}.gz").exists():
+                with gzip.open(path.with_name(f"{name}.gz"), "rb") as src, open(path, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+
+
+def sample_split(root: str | Path, split: str, indices: torch.Tensor | None = None) -> IdxSamples:
+    images, labels = (path.with_suffix("") if path.suffix == ".gz" else path for path in _split_files(root, split))
+    return IdxSamples(images, labels, indices)
+
+
+class MNISTDataModule(ImageDataModule):
     mean = 0.1307
     std = 0.3081
 
@@ -79,11 +103,13 @@ class MNISTDataModule(InMemoryDataModule):
         batch_size: int = 128,
         val_size: int = 5000,
         seed: int = 0,
-        num_workers: int = 0,
+        num_workers: int | str = "auto",
         on_device: bool = True,
+        in_memory: bool = True,
     ):
         super().__init__(batch_size, num_workers, on_device)
         self.root = root
+        self.in_memory = in_memory
         self.download = download
         self.val_size = val_size
         self.seed = seed
@@ -97,15 +123,26 @@ class MNISTDataModule(InMemoryDataModule):
                     f"MNIST is not under {raw_dir(self.root)} and data.download=false.\n{_how_to_fix(self.root)}"
                 )
             download(self.root)
+        if not self.in_memory:
+            decompress(self.root)
 
     def setup(self, stage: str):
-        full = load_split(self.root, "train")
-        # The same seeded permutation on every rank, so all ranks agree on the split.
-        order = torch.randperm(len(full), generator=torch.Generator().manual_seed(self.seed))
-        val, train = order[: self.val_size], order[self.val_size :]
-        self.train_set = InMemoryImages(full.images[train], full.labels[train])
-        self.val_set = InMemoryImages(full.images[val], full.labels[val])
-        self.test_set = load_split(self.root, "test")
+        if self.in_memory:
+            full = load_split(self.root, "train")
+            val, train = self._split(len(full))
+            self.train_set = InMemoryImages(full.images[train], full.labels[train])
+            self.val_set = InMemoryImages(full.images[val], full.labels[val])
+            self.test_set = load_split(self.root, "test")
+        else:
+            val, train = self._split(len(sample_split(self.root, "train")))
+            self.train_set = sample_split(self.root, "train", train)
+            self.val_set = sample_split(self.root, "train", val)
+            self.test_set = sample_split(self.root, "test")
+
+    def _split(self, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Validation and training indices: the same seeded permutation on every rank, so all agree."""
+        order = torch.randperm(count, generator=torch.Generator().manual_seed(self.seed))
+        return order[: self.val_size], order[self.val_size :]
 
 
 if __name__ == "__main__":

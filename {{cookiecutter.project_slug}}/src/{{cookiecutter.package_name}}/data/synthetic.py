@@ -6,11 +6,11 @@ noise. So there is something to learn, and a working run shows the loss fall.
 
 import torch
 
-from .base import InMemoryDataModule
+from .base import ImageDataModule
 from .in_memory import InMemoryImages
 
 
-class SyntheticDataModule(InMemoryDataModule):
+class SyntheticDataModule(ImageDataModule):
     def __init__(
         self,
         num_samples: int = 8192,
@@ -18,7 +18,7 @@ class SyntheticDataModule(InMemoryDataModule):
         num_classes: int = 10,
         batch_size: int = 128,
         seed: int = 0,
-        num_workers: int = 0,
+        num_workers: int | str = "auto",
         on_device: bool = True,
     ):
         super().__init__(batch_size, num_workers, on_device)

@@ -1,0 +1,26 @@
+"""One DataLoader for both kinds of dataset: in-memory tensors and samples read one by one."""
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from .in_memory import InMemoryImages, already_batched
+
+
+def make_loader(dataset: Dataset, batch_size: int, shuffle: bool, num_workers: int = 0, sampler=None) -> DataLoader:
+    # In memory: the DataLoader asks for a batch of indices and gets the batch (no collate);
+    # on a GPU that is a GPU tensor, which workers cannot index. drop_last: every training step
+    # the same size on every rank. With workers, a thread pins their batches for fast copies to
+    # the GPU, and the workers live on between epochs.
+    in_memory = isinstance(dataset, InMemoryImages)
+    workers = 0 if in_memory and dataset.images.is_cuda else num_workers
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=shuffle if sampler is None else None,
+        sampler=sampler,
+        drop_last=shuffle,
+        collate_fn=already_batched if in_memory else None,
+        num_workers=workers,
+        persistent_workers=workers > 0,
+        pin_memory=workers > 0 and torch.cuda.is_available(),
+    )
