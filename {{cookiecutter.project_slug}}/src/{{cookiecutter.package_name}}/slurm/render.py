@@ -286,7 +286,7 @@ def render(job: Job) -> str:
 
 
 def strategy_launcher(strategy: str, configs: Path = CONFIGS) -> str:
-    """The strategy's `launcher:` hint (e.g. horovodrun for horovod), else srun."""
+    """The strategy's `launcher:` hint (configs/strategy/<name>.yaml), else srun."""
     return load("strategy", strategy, configs).get("launcher") or "srun"
 
 

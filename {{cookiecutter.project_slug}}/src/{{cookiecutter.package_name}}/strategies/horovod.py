@@ -31,7 +31,7 @@ _REDUCE_OPS = {"mean": hvd.Average, "avg": hvd.Average, "sum": hvd.Sum, "max": h
 
 class HorovodEnvironment(ClusterEnvironment):
     """Ranks as Horovod's launcher assigned them. Given to Lightning explicitly, it also keeps
-    Lightning from reading Slurm's variables when horovodrun runs inside a Slurm job."""
+    Lightning from reading Slurm's variables in a Slurm job (srun --mpi, horovodrun)."""
 
     @property
     def creates_processes_externally(self) -> bool:
