@@ -22,9 +22,14 @@ python -c 'import importlib.metadata as m; assert m.version("deepspeed") == "0.1
   DS_BUILD_OPS=0 pip install --quiet --no-build-isolation "deepspeed==0.19.8"
 
 # Horovod: built from source against this torch by the generated project's own script
-# (minutes, once; it does nothing when already built). Needs cmake and a C++ compiler.
+# (minutes, once; it does nothing when already built). Needs cmake and a C++ compiler;
+# with Open MPI present it is built with MPI besides gloo (srun --mpi=pmix, horovodrun --mpi).
 if ! command -v cmake >/dev/null || ! command -v g++ >/dev/null; then
   apt-get update -qq && apt-get install -y -qq cmake g++ >/dev/null
+fi
+if ! command -v mpicxx >/dev/null && [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null) ||
+    echo "setup: could not install Open MPI; Horovod is built with gloo only, its MPI tests are skipped" >&2
 fi
 time bash "{{cookiecutter.project_slug}}/scripts/install-horovod.sh"
 

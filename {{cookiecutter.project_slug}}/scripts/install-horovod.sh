@@ -6,7 +6,7 @@
 # Why a script: PyPI has no Horovod wheels, and 0.28.1's sdist hard-codes C++14, which
 # current torch headers reject (torch >= 2.14 needs C++20, older 2.x C++17). We patch that.
 #
-#   bash scripts/install-horovod.sh                  # CPU (gloo) always; CUDA/NCCL, MPI if found
+#   bash scripts/install-horovod.sh                  # CPU (gloo) always; CUDA/NCCL, MPI (mpicxx) if found
 #   HOROVOD_CPU_ONLY=1 bash scripts/install-horovod.sh   # skip GPU support even if CUDA is present
 #   HOROVOD_REBUILD=1 bash scripts/install-horovod.sh    # build again, e.g. after loading other modules
 #
@@ -20,13 +20,16 @@ WHEEL_CACHE=${HOROVOD_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/horovod-wheel
 
 torch_version=$("$PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null)
 flavour=$([[ ${HOROVOD_CPU_ONLY:-0} == 1 ]] && echo cpu || echo auto)
+# MPI (besides gloo) whenever an MPI compiler is here to build against, e.g. Open MPI.
+with_mpi=$(command -v mpicxx >/dev/null && command -v mpirun >/dev/null && echo 1 || echo 0)
 
-built_for_this_torch() {
-  # Horovod records the framework versions it was built against in horovod/metadata.json.
-  "$PYTHON" - <<'PY' 2>/dev/null
-import json, pathlib, horovod, horovod.torch, torch
+built_as_wanted() {
+  # Horovod records the framework versions it was built against in horovod/metadata.json;
+  # a build without MPI is redone once MPI is here.
+  WANT_MPI=$with_mpi "$PYTHON" - <<'PY' 2>/dev/null
+import json, os, pathlib, horovod, horovod.torch as hvd, torch
 meta = json.loads((pathlib.Path(horovod.__file__).parent / "metadata.json").read_text())
-raise SystemExit(meta.get("pytorch") != torch.__version__)
+raise SystemExit(meta.get("pytorch") != torch.__version__ or hvd.mpi_built() != (os.environ["WANT_MPI"] == "1"))
 PY
 }
 
@@ -35,14 +38,14 @@ check_build() {
 }
 
 rebuild=${HOROVOD_REBUILD:-0}
-if [[ $rebuild != 1 ]] && built_for_this_torch; then
-  echo "install-horovod: horovod already built for torch $torch_version"
+if [[ $rebuild != 1 ]] && built_as_wanted; then
+  echo "install-horovod: horovod already built for torch $torch_version$([[ $with_mpi == 1 ]] && echo ' with MPI')"
   check_build
   exit 0
 fi
 
-# A wheel built earlier for the same torch (and Python) is reused: the build takes minutes.
-cache_dir="$WHEEL_CACHE/torch-$torch_version-$flavour"
+# A wheel built earlier for the same torch, Python and MPI choice is reused: the build takes minutes.
+cache_dir="$WHEEL_CACHE/torch-$torch_version-$flavour-$([[ $with_mpi == 1 ]] && echo gloo-mpi || echo gloo)"
 py_tag=$("$PYTHON" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
 wheel=$(find "$cache_dir" -maxdepth 1 -name "horovod-$HOROVOD_VERSION-$py_tag-*.whl" 2>/dev/null | head -n 1 || true)
 if [[ -n $wheel && $rebuild != 1 ]]; then
@@ -66,7 +69,7 @@ cxx_std=$("$PYTHON" -c 'import inspect, torch.utils.cpp_extension as c; print(20
 sed -i "s/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD $cxx_std)/" "$src/CMakeLists.txt" "$src/horovod/torch/CMakeLists.txt"
 
 export HOROVOD_WITH_PYTORCH=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITH_GLOO=1
-if command -v mpicxx >/dev/null && command -v mpirun >/dev/null; then
+if [[ $with_mpi == 1 ]]; then
   export HOROVOD_WITH_MPI=1
 else
   export HOROVOD_WITHOUT_MPI=1
@@ -79,7 +82,7 @@ print(CUDA_HOME if torch.version.cuda and CUDA_HOME else "")' 2>/dev/null | tail
 if [[ $flavour == cpu || -z $cuda_home ]]; then
   # CPU-only: treat torch as a CPU build, so that Horovod neither adds CUDA nor links cudart.
   sed -i 's/(torch.version.cuda is not None) and (CUDA_HOME is not None)/False/' "$src/cmake/Modules/FindPytorch.cmake"
-  echo "install-horovod: CPU-only build (gloo$([[ ${HOROVOD_WITH_MPI:-0} == 1 ]] && echo ', MPI'))"
+  echo "install-horovod: CPU-only build (gloo$([[ $with_mpi == 1 ]] && echo ', MPI'))"
 else
   # torch reports /usr/local when nvcc is a wrapper in /usr/local/bin: take the first
   # candidate that really is a toolkit, since cmake needs its headers and cudart.

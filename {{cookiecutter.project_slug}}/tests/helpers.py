@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import pytorch_lightning as pl
 import torch
 
@@ -31,7 +32,7 @@ def project_env(**extra: str) -> dict[str, str]:
     """The environment of a user who ran `pip install -e .`: the package and tests importable."""
     path = os.pathsep.join([str(PROJECT / "src"), str(PROJECT), os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
-    for name in [n for n in env if n.startswith(("SLURM_", "TORCHELASTIC_", "OMPI_", "PMI_"))]:
+    for name in [n for n in env if n.startswith(("SLURM_", "TORCHELASTIC_", "OMPI_", "PMI_", "PMIX_"))]:
         env.pop(name)  # a test decides itself which launcher it imitates
     for name in ("RANK", "LOCAL_RANK", "RUN_ID"):
         env.pop(name, None)
@@ -48,6 +49,17 @@ def run_train(*overrides: str, launcher: tuple[str, ...] = (), timeout: int = 30
     if result.returncode != 0:
         raise AssertionError(f"{' '.join(command)} exited {result.returncode}\n{result.stdout}\n{result.stderr}")
     return result
+
+
+def require_horovod(mpi: bool = False):
+    """horovod.torch, or skip the test: it is missing, or (mpi=True) was built without MPI."""
+    hvd = pytest.importorskip("horovod.torch", reason="build it with: bash scripts/install-horovod.sh")
+    if mpi and not hvd.mpi_built():
+        pytest.skip(
+            "Horovod was built without MPI: install Open MPI (Debian: openmpi-bin libopenmpi-dev), "
+            "then HOROVOD_REBUILD=1 bash scripts/install-horovod.sh"
+        )
+    return hvd
 
 
 def write_small_mnist(root: Path, train: int = 256, test: int = 64) -> Path:

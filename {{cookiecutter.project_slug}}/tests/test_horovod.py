@@ -1,24 +1,29 @@
 """Horovod (the project's own Lightning 2.x strategy) on 2 CPU processes, started by
-`horovodrun --gloo`: ranks in step, the same loss curve as DDP, rank-0 checkpoints, resume."""
+`horovodrun --gloo` (and `--mpi`): ranks in step, the same loss curve as DDP, rank-0
+checkpoints, resume. Under Slurm (srun --mpi=pmix): tests/test_slurm_jobs.py."""
 
 import csv
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.helpers import FAST, assert_same_weights, recorded, run_train
+from tests.helpers import FAST, assert_same_weights, recorded, require_horovod, run_train
 
 pytest.importorskip("horovod.torch", reason="build it with: bash scripts/install-horovod.sh")
 pytestmark = pytest.mark.slow
 
-HOROVODRUN = (shutil.which("horovodrun") or str(Path(sys.executable).with_name("horovodrun")), "-np", "2", "--gloo")
+HOROVODRUN = (shutil.which("horovodrun") or str(Path(sys.executable).with_name("horovodrun")), "-np", "2")
+# How the ranks talk: gloo (always built) or MPI (horovodrun runs Open MPI's mpirun, with
+# --allow-run-as-root and 2 slots on localhost: nothing to add as root or on a 1-core machine).
+CONTROLLERS = {"gloo": ("--gloo",), "mpi": ("--mpi",)}
 TWO_CPU_PROCESSES = ["trainer.accelerator=cpu", "trainer.log_every_n_steps=1"]
 
 
-def train_horovod(tmp_path, *overrides: str):
+def train_horovod(tmp_path, *overrides: str, controller: str = "gloo"):
     record = tmp_path / "record"
     result = run_train(
         *FAST,
@@ -28,7 +33,7 @@ def train_horovod(tmp_path, *overrides: str):
         "+callbacks.record._target_=tests.helpers.RecordRanks",
         f"+callbacks.record.path={record}",
         *overrides,
-        launcher=(*HOROVODRUN, sys.executable),
+        launcher=(*HOROVODRUN, *CONTROLLERS[controller], sys.executable),
     )
     return result, *recorded(record)
 
@@ -38,8 +43,12 @@ def logged(run_dir: Path, name: str) -> list[float]:
         return [float(row[name]) for row in csv.DictReader(metrics) if row.get(name)]
 
 
-def test_horovodrun_trains_ranks_in_step_and_rank0_writes(tmp_path):
-    _result, weights, writes = train_horovod(tmp_path)
+@pytest.mark.parametrize("controller", CONTROLLERS)
+def test_horovodrun_trains_ranks_in_step_and_rank0_writes(tmp_path, controller):
+    require_horovod(mpi=controller == "mpi")
+    start = time.monotonic()
+    _result, weights, writes = train_horovod(tmp_path, controller=controller)
+    print(f"\nhorovodrun --{controller}, 2 processes: {time.monotonic() - start:.1f} s")
     assert_same_weights(weights, world_size=2)  # parameters and (broadcast) BatchNorm statistics
     assert [w["world_size"] for w in weights] == [2, 2]
     run_dirs = list((tmp_path / "outputs").iterdir())

@@ -1,13 +1,14 @@
 """The rendered sbatch scripts on a real Slurm (tests/slurm/start-local-slurm.sh): 2 nodes,
-DDP over gloo on CPUs, 4 ranks at most. Job times are printed (pytest -s) for the README."""
+DDP over gloo and Horovod over MPI on CPUs, 4 ranks at most. Job times are printed (pytest -s)
+for the README."""
 
 import pytest
 import torch
 
 from {{ cookiecutter.package_name }}.slurm.profiles import choices, load
-from {{ cookiecutter.package_name }}.slurm.render import LAUNCHERS, SCRIPTS, Job, render
+from {{ cookiecutter.package_name }}.slurm.render import LAUNCHERS, MPI_LAUNCHERS, SCRIPTS, Job, render
 
-from tests.helpers import FAST, assert_same_weights, recorded
+from tests.helpers import FAST, assert_same_weights, recorded, require_horovod
 from tests.slurm_helpers import write_script
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -16,6 +17,7 @@ RECORD = ["+callbacks.record._target_=tests.helpers.RecordRanks"]
 
 
 def check_ddp_run(finished, outputs, record, world_size):
+    """A data-parallel job (DDP, Horovod) finished with every rank in step, in one run directory."""
     assert finished.state == "COMPLETED", f"job {finished.job_id} ended {finished.state}:\n{finished.log}"
     weights, writes = recorded(record)
     assert_same_weights(weights, world_size=world_size)
@@ -56,6 +58,21 @@ def test_two_nodes_train_in_step(local_slurm, launcher, tmp_path):
     print(f"\n{launcher}, 2 nodes x 2 ranks: job {finished.job_id} took {finished.seconds:.1f} s")
     check_ddp_run(finished, tmp_path / "outputs", tmp_path / "record", world_size=4)
     assert f"Job {finished.job_id} (" in finished.log, "the script prints a summary of the allocation"
+
+
+@pytest.mark.parametrize("launcher", MPI_LAUNCHERS)
+def test_horovod_job_trains_in_step_over_mpi(local_slurm, launcher, tmp_path):
+    """2 nodes x 1 task. srun (the default, as the HPC centres run Horovod): a task per GPU, MPI
+    from `--mpi=pmix` of the cluster profile, no ssh. horovodrun: Open MPI's mpirun in the batch
+    shell reaches the nodes through Slurm."""
+    require_horovod(mpi=True)
+    script = write_script(tmp_path, strategy="horovod", launcher=launcher, nodes=2, gpus_per_node=1)
+    assert ("--mpi=pmix" in script.read_text()) == (launcher == "srun")
+    finished = local_slurm.run(
+        script, *FAST, f"output_root={tmp_path / 'outputs'}", *RECORD, f"+callbacks.record.path={tmp_path / 'record'}"
+    )
+    print(f"\nhorovod, {launcher}, 2 nodes x 1 rank: job {finished.job_id} took {finished.seconds:.1f} s")
+    check_ddp_run(finished, tmp_path / "outputs", tmp_path / "record", world_size=2)
 
 
 def test_preempted_job_checkpoints_requeues_and_resumes(local_slurm, tmp_path):

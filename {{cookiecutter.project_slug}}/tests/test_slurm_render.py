@@ -15,12 +15,22 @@ from {{ cookiecutter.package_name }}.slurm.profiles import (
     choices,
     detect_cluster,
     load,
+    set_dotted,
 )
-from {{ cookiecutter.package_name }}.slurm.render import LAUNCHERS, SCRIPTS, Job, default_scripts, render
+from {{ cookiecutter.package_name }}.slurm.render import (
+    LAUNCHERS,
+    MPI_LAUNCHERS,
+    SCRIPTS,
+    Job,
+    default_scripts,
+    render,
+)
 
 from tests.helpers import PROJECT
 
 SLURM_CLUSTERS = [name for name in choices("cluster") if load("cluster", name).get("slurm") is not None]
+# DDP under every launcher; Horovod (its ranks meet through MPI) under those that start MPI ranks.
+STRATEGY_LAUNCHERS = [("ddp", name) for name in LAUNCHERS] + [("horovod", name) for name in MPI_LAUNCHERS]
 
 
 def script(cluster: str, **job) -> str:
@@ -42,10 +52,10 @@ def test_scripts_are_in_sync_with_the_renderer():
 def test_every_rendered_script_passes_shellcheck(shellcheck, tmp_path):
     paths = []
     for cluster in SLURM_CLUSTERS:
-        for launcher in LAUNCHERS:
+        for strategy, launcher in STRATEGY_LAUNCHERS:
             for name, (nodes, gpus) in SCRIPTS.items():
-                path = tmp_path / f"{cluster}-{launcher}-{name}"
-                path.write_text(script(cluster, launcher=launcher, nodes=nodes, gpus_per_node=gpus))
+                path = tmp_path / f"{cluster}-{strategy}-{launcher}-{name}"
+                path.write_text(script(cluster, strategy=strategy, launcher=launcher, nodes=nodes, gpus_per_node=gpus))
                 paths.append(str(path))
     result = subprocess.run([shellcheck, *paths, *map(str, (PROJECT / "scripts").glob("*.sh"))], capture_output=True)
     assert result.returncode == 0, result.stdout.decode()
@@ -99,6 +109,20 @@ def test_launchers_split_the_node_differently():
 
     horovod = script("puhti", nodes=2, launcher="horovodrun")
     assert 'horovodrun -np "$SLURM_NTASKS"' in horovod and "--ntasks-per-node=4" in sbatch_lines(horovod)
+
+
+def test_mpi_strategies_get_the_clusters_mpi_interface_under_srun():
+    horovod = script("puhti", strategy="horovod", nodes=2)
+    assert "srun --kill-on-bad-exit=1" in horovod and " --mpi=pmix " in horovod
+    assert "--ntasks-per-node=4" in sbatch_lines(horovod)  # one task per GPU, as for DDP
+    assert "--mpi" not in script("puhti", nodes=2)  # DDP meets at its own rendezvous
+    assert " --mpi=cray_shasta " in script("lumi", strategy="horovod")  # Cray MPICH
+    assert "--mpi" not in script("puhti", strategy="horovod", launcher="horovodrun")
+    cluster_default = load("cluster", "puhti")
+    set_dotted(cluster_default, "slurm.mpi", "null")  # the cluster's MpiDefault
+    assert "--mpi" not in render(Job(cluster_default, "horovod"))
+    with pytest.raises(ProfileError, match="strategy=horovod starts its ranks through MPI: use launcher=srun or"):
+        Job(load("cluster", "puhti"), "horovod", launcher="torchrun")
 
 
 def test_impossible_jobs_are_refused_with_the_choices():

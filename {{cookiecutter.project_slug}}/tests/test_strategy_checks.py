@@ -31,13 +31,25 @@ def train_py(*overrides: str, **env: str) -> subprocess.CompletedProcess:
 
 
 def test_horovod_without_its_launcher_names_horovodrun(monkeypatch):
-    for name in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"):
+    for name in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_STEP_ID", "SLURM_PROCID"):
         monkeypatch.delenv(name, raising=False)
-    with pytest.raises(SetupError, match=r"(?s)Horovod starts the processes.*Fix: horovodrun -np 4 python train.py"):
+    with pytest.raises(SetupError, match=r"(?s)Horovod starts the processes.*horovodrun -np 4 python train.py"):
         check_launcher(strategy_config("horovod"), devices=2, num_nodes=2)
     check_launcher(strategy_config("horovod"), devices=1, num_nodes=1)  # one process: nothing to launch
     monkeypatch.setenv("HOROVOD_RANK", "0")
     check_launcher(strategy_config("horovod"), devices=2, num_nodes=1)  # started by horovodrun
+
+
+def test_horovod_under_srun_needs_its_mpi_option(monkeypatch):
+    """srun without --mpi starts the tasks, but each one would be an MPI world of its own."""
+    for name in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SLURM_STEP_ID", "0")
+    monkeypatch.setenv("SLURM_PROCID", "1")
+    with pytest.raises(SetupError, match=r"(?s)srun started them without MPI.*Fix: srun --mpi=pmix python train.py"):
+        check_launcher(strategy_config("horovod"), devices=1, num_nodes=2)
+    monkeypatch.setenv("PMIX_RANK", "1")  # what srun --mpi=pmix sets
+    check_launcher(strategy_config("horovod"), devices=1, num_nodes=2)
 
 
 def test_ddp_is_launched_by_lightning_itself():

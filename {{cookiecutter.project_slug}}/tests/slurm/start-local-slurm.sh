@@ -105,7 +105,8 @@ mkdir -p "$DIR"/{etc,bin,run,log,ctld,fakedev,munge}
 chmod 755 "$DIR" "$DIR/munge"          # munged: socket dir must be 755 (x for all, not writable)
 NODELIST="${PREFIX}[1-${NODES}]"
 (( NODES == 1 )) && NODELIST="${PREFIX}1"
-for i in $(seq 1 "$NODES"); do mkdir -p "$DIR/spool/${PREFIX}$i"; done
+for i in $(seq 1 "$NODES"); do mkdir -p "$DIR/spool/${PREFIX}$i" "$DIR/tmp/${PREFIX}$i"; done
+chmod 1777 "$DIR"/tmp/*   # a job's temporary files, like /tmp
 
 # Debian renames the daemons to *-wlm and Slurm decides "am I slurmctld/slurmd/
 # slurmstepd?" from basename(argv[0]).  Starting /usr/sbin/slurmctld-wlm directly
@@ -147,6 +148,9 @@ CredType=cred/munge
 AuthInfo=socket=${MSOCK}
 StateSaveLocation=${DIR}/ctld
 SlurmdSpoolDir=${DIR}/spool/%n
+# A /tmp per node: srun --mpi=pmix makes its PMIx directory there, named after the job
+# step only, so two nodes on one machine would collide in the shared /tmp.
+TmpFS=${DIR}/tmp/%n
 SlurmctldPidFile=${DIR}/run/slurmctld.daemon.pid
 SlurmdPidFile=${DIR}/run/slurmd.%n.daemon.pid
 SlurmctldLogFile=${DIR}/log/slurmctld.log

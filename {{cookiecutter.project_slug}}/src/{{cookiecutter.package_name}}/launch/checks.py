@@ -55,16 +55,22 @@ _HOROVOD_LAUNCH_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
 
 
 def check_launcher(strategy: DictConfig, devices, num_nodes) -> None:
-    """Strategies whose launcher starts the processes (Horovod) must not be started by train.py alone,
-    or each process would quietly train by itself."""
+    """Strategies whose ranks meet through MPI (Horovod) must be started by MPI or horovodrun, or
+    each process would quietly train by itself: train.py alone, or srun without --mpi."""
     processes = devices * num_nodes if isinstance(devices, int) and isinstance(num_nodes, int) else 1
-    launched = any(name in os.environ for name in _HOROVOD_LAUNCH_VARIABLES)
-    if strategy.get("launcher") == "horovodrun" and processes > 1 and not launched:
-        raise SetupError(
-            f"strategy={strategy.name} with {processes} processes: Horovod starts the processes, not train.py.\n"
-            f"Fix: horovodrun -np {processes} python train.py strategy={strategy.name} ...   "
-            "(trainer.devices is then ignored)"
-        )
+    launched = any(variable in os.environ for variable in _HOROVOD_LAUNCH_VARIABLES)
+    if not strategy.get("mpi") or processes == 1 or launched:
+        return
+    name = strategy.name
+    if "SLURM_STEP_ID" in os.environ and "SLURM_PROCID" in os.environ:
+        reason = "but srun started them without MPI"
+        fix = f"srun --mpi=pmix python train.py strategy={name} ...   (as the scripts rendered for strategy={name} do)"
+    else:
+        reason = "not train.py"
+        fix = f"horovodrun -np {processes} python train.py strategy={name} ...   (in a Slurm job: srun --mpi=pmix ...)"
+    raise SetupError(
+        f"strategy={name} with {processes} processes: Horovod starts the processes through MPI, {reason}.\nFix: {fix}"
+    )
 
 
 def check_accelerator(accelerator: str, cuda_available: bool) -> None:

@@ -8,10 +8,19 @@ from environment variables that all ranks of one run share.
 import os
 from datetime import datetime
 
-# The first variable that is set wins: torchrun and Lightning set RANK; horovodrun sets
-# HOROVOD_RANK (also inside a Slurm job); srun sets SLURM_PROCID (also for `srun torchrun`,
-# where RANK comes first); mpirun sets the others.
-_RANK_VARIABLES = ("RANK", "HOROVOD_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "LOCAL_RANK")
+# The first variable that is set wins: torchrun and Lightning set RANK; horovodrun (gloo)
+# sets HOROVOD_RANK; MPI sets the next three, before SLURM_PROCID because mpirun in a Slurm
+# job (horovodrun --mpi) starts its ranks under one srun task per node; plain srun sets
+# SLURM_PROCID (also for `srun torchrun`, where RANK comes first).
+_RANK_VARIABLES = (
+    "RANK",
+    "HOROVOD_RANK",
+    "OMPI_COMM_WORLD_RANK",
+    "PMIX_RANK",
+    "PMI_RANK",
+    "SLURM_PROCID",
+    "LOCAL_RANK",
+)
 
 
 def global_rank() -> int:
@@ -29,6 +38,7 @@ def default_run_id() -> str:
     - torchrun: its rendezvous id; with the default id ("none") the id of the torchrun
       agent process, which is the parent of all local workers.
     - horovodrun (gloo): the date and its rendezvous port, which all its workers share.
+    - mpirun (also under horovodrun --mpi): the date and the job's PMIx namespace.
     - otherwise: the start time, kept in the environment variable RUN_ID: the value stays
       the same when the config is resolved again, and the processes that Lightning's
       launcher starts inherit it.
@@ -43,6 +53,8 @@ def default_run_id() -> str:
         return f"torchrun-{os.getppid() if run_id == 'none' else run_id}"
     if "HOROVOD_GLOO_RENDEZVOUS_PORT" in env:
         return f"horovod-{datetime.now():%Y-%m-%d}-{env['HOROVOD_GLOO_RENDEZVOUS_PORT']}"
+    if "PMIX_NAMESPACE" in env:
+        return f"mpi-{datetime.now():%Y-%m-%d}-{env['PMIX_NAMESPACE']}"
     return env.setdefault("RUN_ID", datetime.now().strftime("%Y-%m-%d_%H-%M-%S"))
 
 

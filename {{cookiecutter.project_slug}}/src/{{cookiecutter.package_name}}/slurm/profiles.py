@@ -60,8 +60,10 @@ def set_dotted(config: dict, dotted_key: str, text: str) -> None:
     if last not in node:
         raise ProfileError(f"cluster.{dotted_key}: no such key; known here: {', '.join(node)}")
     value = yaml.safe_load(text)  # numbers, lists, null, ...
-    # ... but a string stays a string: YAML would read a time such as 12:00:00 as a number.
-    node[last] = text if isinstance(node[last], str) or (node[last] is None and ":" in text) else value
+    # ... but a string stays a string: YAML would read a time such as 12:00:00 as a number;
+    # `null` clears any value (e.g. cluster.slurm.mpi=null: the cluster's own default).
+    keep_text = isinstance(node[last], str) or (node[last] is None and ":" in text)
+    node[last] = text if keep_text and value is not None else value
 
 
 def detect_cluster(

@@ -3,10 +3,12 @@
 Launchers (how the training processes start on the allocated nodes):
 - srun: one Slurm task per GPU; Lightning reads its rank from Slurm (its native Slurm mode)
   and, on SIGUSR1 before the time limit, callbacks/requeue.py saves a checkpoint and
-  requeues the job.
+  requeues the job. Strategies whose ranks meet through MPI (Horovod: `mpi: true` in their
+  config) get `srun --mpi=<cluster.slurm.mpi>`, as the HPC centres launch MPI programs.
 - torchrun: one task per node running torchrun, which starts a process per GPU and meets
   the other nodes at a c10d rendezvous on the first node.
-- horovodrun: started once by the batch shell; it reaches the nodes itself (MPI or gloo).
+- horovodrun: started once by the batch shell; it reaches the nodes itself (through Slurm
+  with an MPI build, else over ssh with gloo).
 With the last two Slurm signals the batch shell, which requeues the job; the requeued run
 resumes from the last checkpoint (`ckpt_path=last`).
 """
@@ -14,6 +16,7 @@ resumes from the last checkpoint (`ckpt_path=last`).
 import re
 import shlex
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import yaml
@@ -21,6 +24,7 @@ import yaml
 from .profiles import CONFIGS, PROJECT, ProfileError, load
 
 LAUNCHERS = ("srun", "torchrun", "horovodrun")
+MPI_LAUNCHERS = ("srun", "horovodrun")  # what can start a strategy whose ranks meet through MPI
 JOB_NAME = "{{ cookiecutter.project_slug }}"
 SIGNAL_SECONDS = 90  # warning before the time limit: enough to write a checkpoint
 
@@ -38,6 +42,7 @@ class Job:
     test: bool = False  # the test partition and its short time limit
     train_overrides: list[str] = field(default_factory=list)
     rendered_by: str = ""  # the command that re-renders it, for the header
+    configs: Path = CONFIGS  # where configs/strategy/<strategy>.yaml is read
 
     def __post_init__(self):
         if self.cluster.get("slurm") is None:
@@ -49,6 +54,15 @@ class Job:
                 f"gpus={self.gpus} per node, but a {self.cluster['name']} node has {self.cluster['devices']}: "
                 f"use nodes=N with gpus<={self.cluster['devices']}"
             )
+        if self.needs_mpi and self.launcher not in MPI_LAUNCHERS:
+            raise ProfileError(
+                f"strategy={self.strategy} starts its ranks through MPI: use launcher={' or '.join(MPI_LAUNCHERS)}"
+            )
+
+    @cached_property
+    def needs_mpi(self) -> bool:
+        """The strategy's ranks meet through MPI (`mpi: true` in its config), not a rendezvous."""
+        return bool(load("strategy", self.strategy, self.configs).get("mpi"))
 
     @property
     def slurm(self) -> dict:
@@ -222,6 +236,9 @@ def launch(job: Job) -> list[str]:
         if job.full_nodes:  # e.g. CPU binding masks that assume every GPU of the node has a task
             srun += job.slurm.get("full_node_srun_args") or []
         comment = ["# One task per GPU; a failing rank ends the others (--kill-on-bad-exit)."]
+        if job.needs_mpi and job.slurm.get("mpi"):
+            comment.append("# The ranks meet through MPI, which srun wires up (--mpi: the PMI of the cluster's MPI).")
+            srun.append(f"--mpi={job.slurm['mpi']}")
         parts = [" ".join([*srun, '--output="$LOG_DIR/rank%t.log"', "--open-mode=append"])]
         parts.append(f"{python} {train_command(job)}")
     elif job.launcher == "torchrun":
@@ -269,7 +286,7 @@ def render(job: Job) -> str:
 
 
 def strategy_launcher(strategy: str, configs: Path = CONFIGS) -> str:
-    """The strategy's `launcher:` hint (e.g. horovodrun for horovod), else srun."""
+    """The strategy's `launcher:` hint (configs/strategy/<name>.yaml), else srun."""
     return load("strategy", strategy, configs).get("launcher") or "srun"
 
 
@@ -287,7 +304,13 @@ def default_scripts(project: Path = PROJECT) -> dict[str, str]:
     scripts = {}
     for name, (nodes, gpus) in SCRIPTS.items():
         job = Job(
-            cluster, targets["strategy"], launcher, nodes, gpus, rendered_by=f"python -m {__package__} --write-scripts"
+            cluster,
+            targets["strategy"],
+            launcher,
+            nodes,
+            gpus,
+            rendered_by=f"python -m {__package__} --write-scripts",
+            configs=configs,
         )
         scripts[name] = render(job).replace("THIS_SCRIPT", f"scripts/{name}")
     return scripts

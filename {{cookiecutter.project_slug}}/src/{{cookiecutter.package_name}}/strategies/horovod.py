@@ -31,7 +31,7 @@ _REDUCE_OPS = {"mean": hvd.Average, "avg": hvd.Average, "sum": hvd.Sum, "max": h
 
 class HorovodEnvironment(ClusterEnvironment):
     """Ranks as Horovod's launcher assigned them. Given to Lightning explicitly, it also keeps
-    Lightning from reading Slurm's variables when horovodrun runs inside a Slurm job."""
+    Lightning from reading Slurm's variables in a Slurm job (srun --mpi, horovodrun)."""
 
     @property
     def creates_processes_externally(self) -> bool:
@@ -90,9 +90,13 @@ class HorovodStrategy(ParallelStrategy):
             return torch.device("cuda", hvd.local_rank() % torch.cuda.device_count())
         return torch.device("cpu")
 
+    def set_world_ranks(self) -> None:
+        # The Trainer calls this as it is built (as for DDP): from then on, logs and files come from
+        # rank 0 only. Lightning's own guess (RANK, SLURM_PROCID) says 0 in every rank under horovodrun.
+        rank_zero_only.rank = utils_rank_zero_only.rank = self.global_rank
+
     def setup_environment(self) -> None:
         check_gpu_support(self.root_device)
-        rank_zero_only.rank = utils_rank_zero_only.rank = self.global_rank  # logs and files from rank 0 only
         reset_seed()  # as Lightning's DDP does here: the same random stream (dropout) as a DDP run
         super().setup_environment()
 
