@@ -4,6 +4,7 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 
+from .optimizers import adamw
 from .sharding import shard_layers
 
 
@@ -49,4 +50,4 @@ class AutoEncoder(pl.LightningModule):
         shard_layers(self, self.net)  # strategy=fsdp2 only
 
     def configure_optimizers(self):
-        return torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        return adamw(self, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
