@@ -21,7 +21,7 @@ def _missing(package: str) -> bool:
 
 def _deepspeed_op_error(builder_name: str) -> str | None:
     """Load one of DeepSpeed's ops (compiling it on first use, into the torch extensions cache);
-    on failure the last line of why, e.g. no compiler or no CUDA toolkit."""
+    on failure the line that says why, e.g. no compiler or no CUDA toolkit."""
     try:
         builder = getattr(importlib.import_module("deepspeed.ops.op_builder"), builder_name)
         builder().load()
