@@ -1,5 +1,5 @@
-"""DeepSpeed ZeRO 1/2/3 through train.py on CPUs, with the test-only CPU strategy of
-tests/cpu_deepspeed.py: training, equal weights on every rank, resume, conversion."""
+"""DeepSpeed ZeRO 1/2/3 and ZeRO-3 offload through train.py on CPUs, with the test-only CPU
+strategy of tests/cpu_deepspeed.py: training, equal weights on every rank, resume, conversion."""
 
 import json
 import sys
@@ -37,10 +37,13 @@ def train_deepspeed(tmp_path, strategy: str, processes: int, *overrides: str):
     return result, weights
 
 
+ZERO_STRATEGIES = ["deepspeed_stage_1", "deepspeed_stage_2", "deepspeed_stage_3", "deepspeed_stage_3_offload"]
+
+
 @pytest.mark.parametrize("processes", [1, pytest.param(2, marks=pytest.mark.slow)])
-@pytest.mark.parametrize("stage", [1, 2, 3])
-def test_zero_stage_trains(stage, processes, tmp_path):
-    _result, weights = train_deepspeed(tmp_path, f"deepspeed_stage_{stage}", processes)
+@pytest.mark.parametrize("strategy", ZERO_STRATEGIES)
+def test_zero_stage_trains(strategy, processes, tmp_path):
+    _result, weights = train_deepspeed(tmp_path, strategy, processes)
     assert_same_weights(parameters_only(weights), world_size=processes)
     assert [w["global_step"] for w in weights] == [4] * processes
     assert (tmp_path / "outputs" / "zero" / "checkpoints" / "last.ckpt" / "latest").is_file()
@@ -61,14 +64,25 @@ def test_shipped_ds_config_leaves_batch_sizes_to_lightning():
     assert not derived & set(ds_config), "Lightning sets these from data.batch_size and accumulate_grad_batches"
 
 
+def adam_steps(checkpoint: Path) -> list[int]:
+    """Adam's step count in each rank's ZeRO-3 optimizer shard."""
+    shards = sorted((checkpoint / "checkpoint").glob("*_optim_states.pt"))
+    states = [torch.load(shard, weights_only=False)["optimizer_state_dict"]["optimizer_state_dict"] for shard in shards]
+    return [int(state["step"]) for shard_state in states for state in shard_state["state"].values()]
+
+
 @pytest.mark.slow
-def test_zero3_resumes_and_converts_to_a_plain_state_dict(tmp_path):
-    train_deepspeed(tmp_path, "deepspeed_stage_3", 2, "trainer.max_epochs=1")
-    result, weights = train_deepspeed(tmp_path, "deepspeed_stage_3", 2, "trainer.max_epochs=2", "ckpt_path=last")
+@pytest.mark.parametrize("strategy", ["deepspeed_stage_3", "deepspeed_stage_3_offload"])
+def test_zero3_resumes_and_converts_to_a_plain_state_dict(strategy, tmp_path):
+    checkpoint = tmp_path / "outputs" / "zero" / "checkpoints" / "last.ckpt"
+    train_deepspeed(tmp_path, strategy, 2, "trainer.max_epochs=1")
+    assert adam_steps(checkpoint) == [4, 4]
+    result, weights = train_deepspeed(tmp_path, strategy, 2, "trainer.max_epochs=2", "ckpt_path=last")
     assert "Restoring states from the checkpoint" in result.stdout + result.stderr
     assert [w["global_step"] for w in weights] == [8, 8]  # one more epoch, not two
+    assert adam_steps(checkpoint) == [8, 8]  # the optimizer state was restored, and kept counting
 
-    plain = convert(tmp_path / "outputs" / "zero" / "checkpoints" / "last.ckpt", tmp_path / "model.pt")
+    plain = convert(checkpoint, tmp_path / "model.pt")
     model = ImageClassifier(MnistCNN())
     model.load_state_dict(torch.load(plain, weights_only=False)["state_dict"])  # strict: every key matches
     for name, tensor in model.state_dict().items():

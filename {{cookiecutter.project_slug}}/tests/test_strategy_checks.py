@@ -78,9 +78,13 @@ def test_package_that_does_not_import_names_the_install_command():
     ("overrides", "message"),
     [
         (["strategy=deepspeed_stage_3"], "ERROR: strategy=deepspeed_stage_3 runs only on CUDA/ROCm GPUs"),
+        (
+            ["strategy=deepspeed_stage_3_offload"],
+            "ERROR: strategy=deepspeed_stage_3_offload runs only on CUDA/ROCm GPUs",
+        ),
         (["strategy=horovod", "trainer.devices=2"], "Fix: horovodrun -np 2 python train.py strategy=horovod"),
     ],
-    ids=["deepspeed-on-cpu", "horovod-without-horovodrun"],
+    ids=["deepspeed-on-cpu", "deepspeed-offload-on-cpu", "horovod-without-horovodrun"],
 )
 def test_train_py_refuses_what_cannot_run_here(overrides, message, tmp_path):
     if "strategy=horovod" in overrides:
@@ -88,4 +92,27 @@ def test_train_py_refuses_what_cannot_run_here(overrides, message, tmp_path):
     result = train_py(*overrides, "trainer.accelerator=cpu", f"output_root={tmp_path}", CUDA_VISIBLE_DEVICES="")
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_deepspeed_op_that_does_not_compile_names_the_install_command(tmp_path):
+    """ZeRO-Offload's CPU Adam is compiled before training, so a missing compiler stops the run at once."""
+    pytest.importorskip("deepspeed")
+    from deepspeed.git_version_info import installed_ops
+
+    if installed_ops.get("cpu_adam"):
+        pytest.skip("DeepSpeed was installed with CPU Adam built in (DS_BUILD_CPU_ADAM=1): nothing to compile")
+    result = train_py(
+        "strategy=deepspeed_stage_3_offload",
+        "strategy.requires.cuda=false",  # as if on a GPU node: the op check comes next
+        "trainer.accelerator=cpu",
+        f"output_root={tmp_path}",
+        CXX="/nonexistent/g++",
+        TORCH_EXTENSIONS_DIR=str(tmp_path / "torch_extensions"),  # not the cache, where it may be built
+    )
+    assert result.returncode == 2, result.stderr
+    assert "needs DeepSpeed's C++ op CPUAdamBuilder" in result.stderr
+    assert "/nonexistent/g++: not found" in result.stderr
+    assert "Fix: a C++ compiler compiles it on first use" in result.stderr
+    assert "DS_BUILD_CPU_ADAM=1 pip install --no-build-isolation" in result.stderr
     assert "Traceback" not in result.stderr

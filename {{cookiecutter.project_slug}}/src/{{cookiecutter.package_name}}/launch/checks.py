@@ -5,6 +5,7 @@ with a message that says how to fix them (instead of a traceback, or a hang late
 import importlib
 import importlib.util
 import os
+import re
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -16,6 +17,19 @@ class SetupError(RuntimeError):
 
 def _missing(package: str) -> bool:
     return importlib.util.find_spec(package) is None
+
+
+def _deepspeed_op_error(builder_name: str) -> str | None:
+    """Load one of DeepSpeed's ops (compiling it on first use, into the torch extensions cache);
+    on failure the line that says why, e.g. no compiler or no CUDA toolkit."""
+    try:
+        builder = getattr(importlib.import_module("deepspeed.ops.op_builder"), builder_name)
+        builder().load()
+    except Exception as error:  # a failed compile raises RuntimeError, CalledProcessError, ...
+        lines = str(error).strip().splitlines() or [type(error).__name__]
+        # A failed compile's message is the whole build log: show the compiler's complaint.
+        return next((line for line in lines if re.search(r"error:|not found|No such file", line)), lines[-1])
+    return None
 
 
 def check_strategy(strategy: DictConfig, cuda_available: bool) -> None:
@@ -42,6 +56,15 @@ def check_strategy(strategy: DictConfig, cuda_available: bool) -> None:
                 f"strategy={name} needs '{module}', which is installed but does not import: {error}\n"
                 f"Fix: {needs.install}   (again, with the torch you train with)"
             ) from error
+    for op in needs.get("ops") or []:  # DeepSpeed's C++ ops: prebuilt at install, or compiled now
+        reason = _deepspeed_op_error(op)
+        if reason:
+            raise SetupError(
+                f"strategy={name} needs DeepSpeed's C++ op {op}, which was not built at install "
+                f"and does not compile here: {reason}\n"
+                "Fix: a C++ compiler compiles it on first use (on GPU nodes with the CUDA toolkit, e.g. "
+                f"`module load gcc cuda`); or build it at install: {needs.install}"
+            )
     config_file = strategy.instance.get("config") if isinstance(strategy.get("instance"), DictConfig) else None
     if isinstance(config_file, str) and not Path(config_file).is_file():
         raise SetupError(

@@ -4,6 +4,7 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 
+from .optimizers import adamw
 from .sharding import shard_layers
 from .step_logging import logger_writes_this_step
 
@@ -51,4 +52,4 @@ class AutoEncoder(pl.LightningModule):
         shard_layers(self, self.net)  # strategy=fsdp2 only
 
     def configure_optimizers(self):
-        return torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        return adamw(self, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
