@@ -95,6 +95,15 @@ def test_train_py_refuses_what_cannot_run_here(overrides, message, tmp_path):
     assert "Traceback" not in result.stderr
 
 
+def test_every_gpu_only_strategy_is_refused_without_a_gpu():
+    names = sorted(p.stem for p in (PROJECT / "configs" / "strategy").glob("*.yaml"))
+    gpu_only = [name for name in names if (strategy_config(name).get("requires") or {}).get("cuda")]
+    assert {"deepspeed_stage_1", "deepspeed_stage_3_offload", "fsdp"} <= set(gpu_only)
+    for name in gpu_only:
+        with pytest.raises(SetupError, match=rf"(?s)strategy={name} runs only on CUDA/ROCm GPUs.*Fix: "):
+            check_strategy(strategy_config(name), cuda_available=False)
+
+
 def test_deepspeed_op_that_does_not_compile_names_the_install_command(tmp_path):
     """ZeRO-Offload's CPU Adam is compiled before training, so a missing compiler stops the run at once."""
     pytest.importorskip("deepspeed")
