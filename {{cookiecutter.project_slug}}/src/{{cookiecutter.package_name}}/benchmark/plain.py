@@ -6,7 +6,6 @@ optimizer (`configure_optimizers`) and the DDP settings come from the same confi
 """
 
 import contextlib
-import os
 import time
 
 import torch
@@ -17,9 +16,8 @@ from torch.nn import functional as F
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DistributedSampler
 
-from ..data.in_memory import InMemoryImages, normalize
+from ..data.in_memory import normalize
 from ..data.loaders import make_loader
-from ..data.workers import resolve_workers
 from ..models.autoencoder import AutoEncoder
 from .measure import Measurement, StepWindow, synchronize
 
@@ -32,17 +30,11 @@ def train_loader(cfg: DictConfig, device: torch.device):
     """The project's training set, in a DataLoader with a DistributedSampler and the same workers."""
     datamodule = instantiate(cfg.data)
     datamodule.setup("fit")
-    train_set = datamodule.train_set
-    if isinstance(train_set, InMemoryImages) and datamodule.on_device and device.type == "cuda":
-        train_set = train_set.to(device)
+    train_set = datamodule.placed(datamodule.train_set, device)
     sampler = DistributedSampler(train_set, seed=cfg.seed) if dist.is_initialized() else None
-    workers = resolve_workers(datamodule.num_workers, not isinstance(train_set, InMemoryImages), local_processes())
+    workers = datamodule.workers_for(train_set)
     loader = make_loader(train_set, cfg.data.batch_size, True, num_workers=workers, sampler=sampler)
     return loader, datamodule
-
-
-def local_processes() -> int:
-    return int(os.environ.get("LOCAL_WORLD_SIZE", 1))  # torchrun's
 
 
 def _ddp_options(cfg: DictConfig) -> dict:

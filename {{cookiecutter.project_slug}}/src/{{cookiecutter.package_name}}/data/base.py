@@ -1,6 +1,9 @@
 """Shared plumbing of the DataModules: where the sets live, loaders, per-batch normalisation."""
 
+import os
+
 import pytorch_lightning as pl
+import torch
 from torch.utils.data import Dataset
 
 from .in_memory import InMemoryImages, normalize
@@ -30,11 +33,18 @@ class ImageDataModule(pl.LightningDataModule):
         self.test_set: Dataset | None = None
 
     def workers_for(self, dataset: Dataset) -> int:
-        processes_per_node = self.trainer.num_devices if self.trainer is not None else 1
+        # Without a Trainer (the benchmark's plain loop), torchrun says how many processes share the node.
+        if self.trainer is not None:
+            processes_per_node = self.trainer.num_devices
+        else:
+            processes_per_node = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
         return resolve_workers(self.num_workers, not isinstance(dataset, InMemoryImages), processes_per_node)
 
-    def _placed(self, dataset: Dataset) -> Dataset:
-        device = self.trainer.strategy.root_device if self.trainer is not None else None
+    def placed(self, dataset: Dataset, device: torch.device | None = None) -> Dataset:
+        """The dataset where its batches are cut: an in-memory set on the GPU (on_device), else as it
+        is. `device`: the Trainer's by default."""
+        if device is None and self.trainer is not None:
+            device = self.trainer.strategy.root_device
         if isinstance(dataset, InMemoryImages) and self.on_device and device is not None and device.type == "cuda":
             return dataset.to(device)  # a no-op once it is there
         return dataset
@@ -43,15 +53,15 @@ class ImageDataModule(pl.LightningDataModule):
         return make_loader(dataset, self.batch_size, shuffle=shuffle, num_workers=self.workers_for(dataset))
 
     def train_dataloader(self):
-        self.train_set = self._placed(self.train_set)
+        self.train_set = self.placed(self.train_set)
         return self._loader(self.train_set, shuffle=True)
 
     def val_dataloader(self):
-        self.val_set = self._placed(self.val_set)
+        self.val_set = self.placed(self.val_set)
         return self._loader(self.val_set, shuffle=False)
 
     def test_dataloader(self):
-        self.test_set = self._placed(self.test_set)
+        self.test_set = self.placed(self.test_set)
         return self._loader(self.test_set, shuffle=False)
 
     def on_after_batch_transfer(self, batch, dataloader_idx: int):

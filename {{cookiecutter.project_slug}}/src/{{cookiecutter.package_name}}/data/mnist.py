@@ -134,9 +134,9 @@ class MNISTDataModule(ImageDataModule):
             self.val_set = InMemoryImages(full.images[val], full.labels[val])
             self.test_set = load_split(self.root, "test")
         else:
-            val, train = self._split(len(sample_split(self.root, "train")))
-            self.train_set = sample_split(self.root, "train", train)
-            self.val_set = sample_split(self.root, "train", val)
+            full = sample_split(self.root, "train")
+            val, train = self._split(len(full))
+            self.train_set, self.val_set = IdxSamples(*full.paths, train), IdxSamples(*full.paths, val)
             self.test_set = sample_split(self.root, "test")
 
     def _split(self, count: int) -> tuple[torch.Tensor, torch.Tensor]:
