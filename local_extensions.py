@@ -159,23 +159,21 @@ def _width(text):
 
 def py_docstring(value, width=100):
     """Text for inside a triple-quoted docstring: escaped, wrapped to `width` columns."""
-    escaped = str(value).replace("\\", "\\\\").replace('"', '\\"')
-    lines, line = [], ""
-    for word in escaped.split():
-        while _width(word) > width:  # a very long word: cut it, but never inside an escape
-            cut = width
-            while _width(word[:cut]) > width or word[:cut].endswith("\\") and not word[:cut].endswith("\\\\"):
-                cut -= 1
-            if line:
-                lines.append(line)
-                line = ""
-            lines.append(word[:cut])
-            word = word[cut:]
-        if line and _width(f"{line} {word}") > width:
+    lines, line, used = [], "", 0
+    for word in str(value).split():
+        pieces = [{"\\": "\\\\", '"': '\\"'}.get(char, char) for char in word]  # \ and " escaped
+        cost = sum(map(_width, pieces))
+        if line and used + 1 + cost <= width:
+            line, used = f"{line} {''.join(pieces)}", used + 1 + cost
+            continue
+        if line:
             lines.append(line)
-            line = word
-        else:
-            line = f"{line} {word}" if line else word
+        line, used = "", 0
+        for piece in pieces:  # a word wider than a line is cut, never inside an escape
+            if used + _width(piece) > width:
+                lines.append(line)
+                line, used = "", 0
+            line, used = line + piece, used + _width(piece)
     lines.append(line)
     return "\n".join(lines)
 
