@@ -113,11 +113,12 @@ def _check_package(package):
 
 def check_answers(answers):
     """Refuse the first wrong answer with one line; return '' (the value of __answers_checked)."""
+    answers = {key: value if key.startswith("_") else str(value) for key, value in answers.items()}
     for key, allowed in answers["_choices"].items():
         if answers[key] not in allowed:
             _refuse(key, answers[key], f"not one of {', '.join(allowed)}", f"{key}={allowed[0]}")
     for key in ("project_name", "author", "description", "email", "slurm_account", "python_version"):
-        _check_text(key, str(answers[key]), required=key not in ("description", "email"))
+        _check_text(key, answers[key], required=key not in ("description", "email"))
     _check_slug(answers["project_slug"], answers["project_name"])
     _check_package(answers["package_name"])
     email = answers["email"]
@@ -131,7 +132,7 @@ def check_answers(answers):
             "a Slurm account has letters, digits, '_', '.' and '-' only",
             "your billing project as `sacctmgr show assoc user=$USER` lists it, e.g. project_2001234",
         )
-    version = str(answers["python_version"])
+    version = answers["python_version"]
     if version not in SUPPORTED_PYTHONS:
         _refuse("python_version", version, f"supported are {', '.join(SUPPORTED_PYTHONS)}", "python_version=3.11")
     return ""
