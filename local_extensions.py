@@ -10,6 +10,7 @@ The filters write answers into generated files through each format's own escapin
 (Python source and hooks).
 """
 
+import difflib
 import json
 import keyword
 import re
@@ -104,7 +105,7 @@ def _check_package(package):
     if len(package) > MAX_NAME:
         _refuse("package_name", package, f"is {len(package)} characters, at most {MAX_NAME} fit", "a shorter name")
     if keyword.iskeyword(package):
-        _refuse("package_name", package, "is a Python keyword", f"package_name={package}_net")
+        _refuse("package_name", package, "is a Python keyword", f"package_name=my_{package}")
     if package in getattr(sys, "stdlib_module_names", ()):
         _refuse("package_name", package, "would shadow that standard library module", f"package_name=my_{package}")
     if package in TAKEN_NAMES:
@@ -116,7 +117,9 @@ def check_answers(answers):
     answers = {key: value if key.startswith("_") else str(value) for key, value in answers.items()}
     for key, allowed in answers["_choices"].items():
         if answers[key] not in allowed:
-            _refuse(key, answers[key], f"not one of {', '.join(allowed)}", f"{key}={allowed[0]}")
+            close = difflib.get_close_matches(answers[key], allowed, n=1)
+            fix = f"{key}={close[0]}" if close else f"one of them, e.g. {key}={allowed[0]}"
+            _refuse(key, answers[key], f"not one of {', '.join(allowed)}", fix)
     for key in ("project_name", "author", "description", "email", "slurm_account", "python_version"):
         _check_text(key, answers[key], required=key not in ("description", "email"))
     _check_slug(answers["project_slug"], answers["project_name"])

@@ -28,6 +28,7 @@ LONG = "a_very_long_package_name_ab_cde"  # MAX_NAME + 1 characters
 # (answers as on the command line, what the one line must say)
 BAD_ANSWERS = [
     (["cluster=foo"], "cluster='foo': not one of local, puhti, mahti, lumi, palmetto, narvi, generic"),
+    (["cluster=lumii"], "Fix: cluster=lumi"),
     (["strategy=ddp2"], "strategy='ddp2': not one of ddp, deepspeed, horovod, fsdp"),
     (["logger=mlflow"], "logger='mlflow': not one of tensorboard, csv, wandb"),
     (["license=GPL"], "license='GPL': not one of MIT, BSD-3-Clause, Apache-2.0, none"),
@@ -79,6 +80,15 @@ def test_bad_answer_is_one_line_and_leaves_nothing(answers, line, tmp_path):
     assert output.startswith("Error: ") and "Fix: " in output, output
     assert line in output, output
     assert list(tmp_path.iterdir()) == [], "a half-made project was left behind"
+
+
+def test_baking_over_an_existing_project_is_one_line_and_changes_nothing(tmp_path):
+    project = bake(tmp_path)
+    (project / "train.py").write_text("# my work\n")
+    result = bake_cli(tmp_path)
+    output = (result.stdout + result.stderr).strip()
+    assert result.returncode == 1 and len(output.splitlines()) == 1 and "already exists" in output, output
+    assert (project / "train.py").read_text() == "# my work\n"
 
 
 def test_bad_answer_through_the_python_api_raises_before_any_file(tmp_path):
