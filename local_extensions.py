@@ -17,6 +17,7 @@ import re
 import sys
 import unicodedata
 
+import click
 from cookiecutter.exceptions import FailedHookException
 from jinja2 import TemplateSyntaxError, meta
 from jinja2.ext import Extension
@@ -112,8 +113,21 @@ def _check_package(package):
         _refuse("package_name", package, "would shadow a module the project needs", f"package_name=my_{package}")
 
 
+def _check_command_line_keys(answers):
+    """cookiecutter drops a `key=value` whose key it does not know (a typo) without a word."""
+    context = click.get_current_context(silent=True)  # the cookiecutter command's, if run as one
+    given = context.params.get("extra_context") if context else None
+    known = [key for key in answers if not key.startswith("_")]
+    for key, value in (given if isinstance(given, dict) else {}).items():
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            fix = f"{close[0]}={value}" if close else f"one of {', '.join(known)}"
+            _refuse(key, value, "not an answer of this template", fix)
+
+
 def check_answers(answers):
     """Refuse the first wrong answer with one line; return '' (the value of __answers_checked)."""
+    _check_command_line_keys(answers)
     answers = {key: value if key.startswith("_") else str(value) for key, value in answers.items()}
     for key, allowed in answers["_choices"].items():
         if answers[key] not in allowed:

@@ -29,6 +29,8 @@ LONG = "a_very_long_package_name_ab_cde"  # MAX_NAME + 1 characters
 BAD_ANSWERS = [
     (["cluster=foo"], "cluster='foo': not one of local, puhti, mahti, lumi, palmetto, narvi, generic"),
     (["cluster=lumii"], "Fix: cluster=lumi"),
+    (["clustr=lumi"], "clustr='lumi': not an answer of this template. Fix: cluster=lumi"),
+    (["_choices=x"], "_choices='x': not an answer of this template"),
     (["strategy=ddp2"], "strategy='ddp2': not one of ddp, deepspeed, horovod, fsdp"),
     (["logger=mlflow"], "logger='mlflow': not one of tensorboard, csv, wandb"),
     (["license=GPL"], "license='GPL': not one of MIT, BSD-3-Clause, Apache-2.0, none"),
