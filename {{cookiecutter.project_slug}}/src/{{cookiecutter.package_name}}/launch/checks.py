@@ -123,6 +123,7 @@ def check_logger(logger: DictConfig | None) -> None:
 def check_environment(cfg: DictConfig) -> None:
     import torch
 
+    from .sweeps import check_multirun
     from .topology import check_topology
 
     cuda_available = torch.cuda.is_available()
@@ -133,3 +134,4 @@ def check_environment(cfg: DictConfig) -> None:
     check_accelerator(cfg.trainer.accelerator, cuda_available)
     check_sync_batchnorm(cfg.trainer.sync_batchnorm, cfg.trainer.accelerator, cuda_available)
     check_logger(cfg.get("logger"))
+    check_multirun(cfg)
