@@ -37,7 +37,7 @@ TAKEN_NAMES = {
     # direct dependencies and the extras (pyproject.toml)
     "torch", "torchvision", "pytorch_lightning", "lightning", "lightning_fabric", "lightning_utilities",
     "hydra", "omegaconf", "torchmetrics", "rich", "tensorboard", "deepspeed", "horovod", "wandb",
-    "pytest", "ruff", "cloudpickle", "psutil", "yaml", "packaging", "cffi",
+    "pytest", "ruff", "cloudpickle", "psutil", "yaml", "packaging", "cffi", "submitit", "hydra_plugins",
     # what those import on the way
     "numpy", "antlr4", "tqdm", "fsspec", "filelock", "jinja2", "sympy", "networkx", "triton",
     "typing_extensions", "setuptools", "pkg_resources", "google", "grpc", "werkzeug", "markdown",
