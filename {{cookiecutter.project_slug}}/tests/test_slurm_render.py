@@ -29,8 +29,11 @@ from {{ cookiecutter.package_name }}.slurm.render import (
 from tests.helpers import PROJECT
 
 SLURM_CLUSTERS = [name for name in choices("cluster") if load("cluster", name).get("slurm") is not None]
-# DDP under every launcher; Horovod (its ranks meet through MPI) under those that start MPI ranks.
-STRATEGY_LAUNCHERS = [("ddp", name) for name in LAUNCHERS] + [("horovod", name) for name in MPI_LAUNCHERS]
+# DDP under the launchers that start any strategy; Horovod (its ranks meet through MPI) under
+# those that start MPI ranks (horovodrun starts only Horovod).
+STRATEGY_LAUNCHERS = [("ddp", name) for name in LAUNCHERS if name != "horovodrun"] + [
+    ("horovod", name) for name in MPI_LAUNCHERS
+]
 
 
 def script(cluster: str, **job) -> str:
@@ -63,8 +66,8 @@ def test_every_rendered_script_passes_shellcheck(shellcheck, tmp_path):
 
 @pytest.mark.parametrize("cluster", SLURM_CLUSTERS)
 def test_every_script_has_the_promised_safety_lines(cluster):
-    for launcher in LAUNCHERS:
-        text = script(cluster, launcher=launcher, nodes=2)
+    for strategy, launcher in STRATEGY_LAUNCHERS:
+        text = script(cluster, strategy=strategy, launcher=launcher, nodes=2)
         assert "set -euo pipefail" in text
         assert "--requeue" in sbatch_lines(text)
         assert any(line.startswith("--signal=") and line.endswith("USR1@90") for line in sbatch_lines(text))
@@ -107,7 +110,7 @@ def test_launchers_split_the_node_differently():
     assert "OMP_NUM_THREADS=$((SLURM_CPUS_PER_TASK / 4))" in torchrun
     assert "scontrol requeue" in torchrun and "RESUME=(ckpt_path=last)" in torchrun
 
-    horovod = script("puhti", nodes=2, launcher="horovodrun")
+    horovod = script("puhti", strategy="horovod", nodes=2, launcher="horovodrun")
     assert 'horovodrun -np "$SLURM_NTASKS"' in horovod and "--ntasks-per-node=4" in sbatch_lines(horovod)
 
 

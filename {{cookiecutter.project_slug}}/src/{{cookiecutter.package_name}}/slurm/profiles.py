@@ -59,7 +59,10 @@ def set_dotted(config: dict, dotted_key: str, text: str) -> None:
         node = node[key]
     if last not in node:
         raise ProfileError(f"cluster.{dotted_key}: no such key; known here: {', '.join(node)}")
-    value = yaml.safe_load(text)  # numbers, lists, null, ...
+    try:
+        value = yaml.safe_load(text)  # numbers, lists, null, ...
+    except yaml.YAMLError as error:
+        raise ProfileError(f"cluster.{dotted_key}={text}: not a value ({error.problem}); quote it or fix it") from None
     # ... but a string stays a string: YAML would read a time such as 12:00:00 as a number;
     # `null` clears any value (e.g. cluster.slurm.mpi=null: the cluster's own default).
     keep_text = isinstance(node[last], str) or (node[last] is None and ":" in text)

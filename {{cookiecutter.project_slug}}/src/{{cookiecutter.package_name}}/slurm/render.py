@@ -31,6 +31,93 @@ SIGNAL_SECONDS = 90  # warning before the time limit: enough to write a checkpoi
 # scripts/<name>: (nodes, GPUs per node); None = every GPU of the node.
 SCRIPTS = {"run-gpu1.sh": (1, 1), "run-gpu4.sh": (1, None), "run-gpu8.sh": (2, None)}
 
+# Profile values checked before anything is rendered: #SBATCH values are one word each (a
+# newline would start a shell line), numbers are numbers, sizes and times are Slurm's.
+NAME = re.compile(r"[\w.+@-]+")  # account, partition, GPU type, MPI plugin
+SIZE = re.compile(r"(\d+)([KMGT]?)")  # --mem
+TIME = re.compile(r"(\d+-)?\d+(:\d+){0,2}|UNLIMITED|INFINITE")  # --time: minutes, [D-]HH:MM:SS, ...
+GRES = re.compile(r"[\w:.,-]+")
+GPU_KINDS = ("gres", "gpus-per-node", "none")
+SAFE_WORD = re.compile(r"[\w@%+=:,./-]+")  # shlex.quote leaves these as they are
+VARIABLE = re.compile(r"(\$(?:[A-Za-z_]\w*|\{[A-Za-z_]\w*\}))")  # $NAME or ${NAME}
+
+
+def shell_word(value) -> str:
+    """A profile value as one shell word: $VARIABLES expand, nothing else does ($(...) stays text)."""
+    text = str(value)
+    if SAFE_WORD.fullmatch(text):
+        return text
+    if VARIABLE.search(text) and SAFE_WORD.fullmatch(VARIABLE.sub("x", text)):
+        return f'"{text}"'
+    return shlex.quote(text)
+
+
+def in_double_quotes(value) -> str:
+    """Text for inside "...": $VARIABLES expand; $(...), backquotes, quotes and backslashes do not."""
+    parts = VARIABLE.split(str(value))  # odd indexes: the variables
+    return "".join(part if i % 2 else re.sub(r'([\\"`$])', r"\\\1", part) for i, part in enumerate(parts))
+
+
+def unset_safe(text: str) -> str:
+    """$NAME -> ${NAME:-unset}: the script runs under `set -u`, where a missing variable aborts it."""
+    return VARIABLE.sub(lambda match: "${" + match.group(1).strip("${}") + ":-unset}", text)
+
+
+def refuse(key: str, value, allowed: str) -> ProfileError:
+    return ProfileError(f"{key}={value}: {allowed}")
+
+
+def check_profile(cluster: dict) -> None:
+    """Every value that reaches the script, checked; the message names the key and the fix."""
+    where = f"(configs/cluster/{cluster['name']}.yaml or cluster.KEY=VALUE)"
+    if not NAME.fullmatch(str(cluster["name"])):
+        raise refuse("cluster.name", cluster["name"], f"a name of letters, digits and . _ + @ - {where}")
+    devices = cluster.get("devices")
+    if not is_count(devices):
+        raise refuse("cluster.devices", devices, f"GPUs per node, a whole number from 1 {where}")
+    slurm = cluster["slurm"]
+    if not is_count(slurm.get("cpus_per_gpu")):
+        raise refuse("cluster.slurm.cpus_per_gpu", slurm.get("cpus_per_gpu"), f"a whole number from 1 {where}")
+    if slurm.get("gpus", "gres") not in GPU_KINDS:
+        raise refuse("cluster.slurm.gpus", slurm.get("gpus"), f"one of {', '.join(GPU_KINDS)} {where}")
+    for key in ("mem_per_gpu", "mem_full_node"):
+        if slurm.get(key) is not None and not SIZE.fullmatch(str(slurm[key])):
+            raise refuse(f"cluster.slurm.{key}", slurm[key], f"a size such as 64G (number, K/M/G/T) or null {where}")
+    for key in ("time", "test_time"):
+        if not TIME.fullmatch(str(slurm.get(key))):
+            raise refuse(f"cluster.slurm.{key}", slurm.get(key), f"a Slurm time such as 12:00:00 or 2-00:00:00 {where}")
+    names = {key: slurm.get(key) for key in ("account", "partition", "test_partition", "gpu_type", "mpi")}
+    rules = slurm.get("partitions") or []
+    if not isinstance(rules, list) or not all(isinstance(rule, dict) and "name" in rule for rule in rules):
+        raise refuse("cluster.slurm.partitions", rules, "a list such as '[{name: gpu, max_gpus: 8}]' " + where)
+    names.update({f"partitions.{i}.name": rule["name"] for i, rule in enumerate(rules)})
+    for key, value in names.items():
+        if value is not None and not NAME.fullmatch(str(value)):
+            raise refuse(f"cluster.slurm.{key}", value, f"a name of letters, digits and . _ + @ - {where}")
+    for i, rule in enumerate(rules):
+        for limit in ("max_gpus", "max_nodes"):
+            if rule.get(limit) is not None and not is_count(rule[limit]):
+                raise refuse(f"cluster.slurm.partitions.{i}.{limit}", rule[limit], f"a count from 1 or null {where}")
+    for key in ("module_use", "modules", "srun_args", "full_node_srun_args"):
+        if not isinstance(slurm.get(key) or [], list):
+            raise refuse(f"cluster.slurm.{key}", slurm[key], f"a list, e.g. '[{slurm[key]}]' {where}")
+    env = slurm.get("env") or {}
+    if not isinstance(env, dict) or not all(re.fullmatch(r"[A-Za-z_]\w*", str(name)) for name in env):
+        raise refuse("cluster.slurm.env", env, f"variable names (letters, digits, _) and their values {where}")
+    scratch = slurm.get("local_scratch")
+    if scratch is not None and not (
+        isinstance(scratch, dict) and scratch.get("path") and GRES.fullmatch(str(scratch.get("gres") or "x"))
+    ):
+        raise refuse("cluster.slurm.local_scratch", scratch, "null or {path: $LOCAL_SCRATCH, gres: nvme:100} " + where)
+    try:
+        shlex.split(str(slurm.get("container") or ""))
+    except ValueError as error:
+        raise refuse("cluster.slurm.container", slurm["container"], f"a command prefix ({error}) {where}") from None
+
+
+def is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
 
 @dataclass
 class Job:
@@ -47,8 +134,18 @@ class Job:
     def __post_init__(self):
         if self.cluster.get("slurm") is None:
             raise ProfileError(f"cluster={self.cluster['name']} has no Slurm; use cluster=generic or your cluster")
+        check_profile(self.cluster)
+        if not is_count(self.nodes):
+            raise refuse("nodes", self.nodes, "a whole number of nodes from 1, e.g. nodes=2")
+        if self.gpus_per_node is not None and not is_count(self.gpus_per_node):
+            raise refuse("gpus", self.gpus_per_node, "GPUs per node from 1 (gpus=all or no gpus: a whole node)")
         if self.launcher not in LAUNCHERS:
             raise ProfileError(f"launcher={self.launcher}: choose one of {', '.join(LAUNCHERS)}")
+        if self.launcher == "horovodrun" and not self.needs_mpi:
+            raise ProfileError(
+                f"launcher=horovodrun starts Horovod ranks, not strategy={self.strategy}: "
+                "use strategy=horovod, or launcher=srun or torchrun"
+            )
         if self.gpus > self.cluster["devices"]:
             raise ProfileError(
                 f"gpus={self.gpus} per node, but a {self.cluster['name']} node has {self.cluster['devices']}: "
@@ -93,8 +190,13 @@ class Job:
 def partition(job: Job) -> str | None:
     if job.test:
         if not job.slurm.get("test_partition"):
-            raise ProfileError(f"cluster={job.cluster['name']} names no test_partition")
+            raise ProfileError(
+                f"test=true: cluster={job.cluster['name']} has no test partition; "
+                "leave test out or name one with cluster.slurm.test_partition=NAME"
+            )
         return job.slurm["test_partition"]
+    if job.slurm.get("partition"):
+        return job.slurm["partition"]
     rules = job.slurm.get("partitions") or []
     for rule in rules:
         if rule.get("max_gpus") is not None and job.nodes * job.gpus > rule["max_gpus"]:
@@ -112,7 +214,7 @@ def memory(job: Job) -> str | None:
     if job.full_nodes and job.slurm.get("mem_full_node") is not None:
         return str(job.slurm["mem_full_node"])
     if job.slurm.get("mem_per_gpu"):
-        amount, unit = re.fullmatch(r"(\d+)([KMGT]?)", str(job.slurm["mem_per_gpu"])).groups()
+        amount, unit = SIZE.fullmatch(str(job.slurm["mem_per_gpu"])).groups()
         return f"{int(amount) * job.gpus}{unit}"
     return None
 
@@ -122,8 +224,6 @@ def gpu_options(job: Job) -> list[tuple[str, str]]:
     typed = f"{gpu_type}:{job.gpus}" if gpu_type else str(job.gpus)
     gres = [f"gpu:{typed}"] if kind == "gres" else []
     options = [("gpus-per-node", typed)] if kind == "gpus-per-node" else []
-    if kind not in ("gres", "gpus-per-node", "none"):
-        raise ProfileError(f"cluster.slurm.gpus={kind}: use gres, gpus-per-node or none")
     scratch = (job.slurm.get("local_scratch") or {}).get("gres")
     if scratch:
         gres.append(scratch)
@@ -155,10 +255,10 @@ def software(job: Job) -> list[str]:
     lines = ["# Software. Module and venv scripts may read unset variables: no `set -u` meanwhile.", "set +u"]
     if job.slurm.get("modules"):
         lines.append("module purge")
-        lines += [f"module use {path}" for path in job.slurm.get("module_use") or []]
-        lines.append("module load " + " ".join(job.slurm["modules"]))
+        lines += [f"module use {shell_word(path)}" for path in job.slurm.get("module_use") or []]
+        lines.append("module load " + " ".join(map(shell_word, job.slurm["modules"])))
     if job.slurm.get("venv"):
-        venv = job.slurm["venv"]
+        venv = shell_word(job.slurm["venv"])
         lines += [
             f"if [[ -f {venv}/bin/activate ]]; then",
             "    # shellcheck disable=SC1091",
@@ -175,7 +275,7 @@ def environment(job: Job) -> list[str]:
     else:
         threads = f"$((SLURM_CPUS_PER_TASK / {job.processes_per_task}))"
         lines.append(f"export OMP_NUM_THREADS={threads}  # CPU threads per training process")
-    lines += [f'export {key}="{value}"' for key, value in (job.slurm.get("env") or {}).items()]
+    lines += [f'export {key}="{in_double_quotes(value)}"' for key, value in (job.slurm.get("env") or {}).items()]
     if not job.cluster.get("internet"):
         lines.append("export WANDB_MODE=offline  # no internet on compute nodes: `wandb sync` the run later")
     return lines
@@ -212,7 +312,7 @@ def scratch_note(job: Job) -> list[str]:
     scratch = job.slurm.get("local_scratch")
     if not scratch:
         return []
-    path = scratch["path"]
+    path = unset_safe(in_double_quotes(scratch["path"]))
     return [f'echo "  node-local disk: {path} (fast reads: copy the data there, then data.root={path}/...)"']
 
 
@@ -229,12 +329,14 @@ def train_command(job: Job) -> str:
 
 
 def launch(job: Job) -> list[str]:
-    python = " ".join([job.slurm["container"], "python"]) if job.slurm.get("container") else "python"
-    srun = ["srun --kill-on-bad-exit=1", '--cpus-per-task="$SLURM_CPUS_PER_TASK"', *job.slurm.get("srun_args", [])]
+    container = [shell_word(word) for word in shlex.split(job.slurm.get("container") or "")]
+    python = " ".join([*container, "python"])
+    srun_args = [shell_word(arg) for arg in job.slurm.get("srun_args") or []]
+    srun = ["srun --kill-on-bad-exit=1", '--cpus-per-task="$SLURM_CPUS_PER_TASK"', *srun_args]
     background = " &" if job.batch_shell_requeues else ""
     if job.launcher == "srun":
         if job.full_nodes:  # e.g. CPU binding masks that assume every GPU of the node has a task
-            srun += job.slurm.get("full_node_srun_args") or []
+            srun += [shell_word(arg) for arg in job.slurm.get("full_node_srun_args") or []]
         comment = ["# One task per GPU; a failing rank ends the others (--kill-on-bad-exit)."]
         if job.needs_mpi and job.slurm.get("mpi"):
             comment.append("# The ranks meet through MPI, which srun wires up (--mpi: the PMI of the cluster's MPI).")
