@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .profiles import ProfileError, detect_cluster, load, set_dotted
+from .profiles import ProfileError, detect_cluster, load
 from .render import LAUNCHERS, Job, render, script_targets, strategy_launcher, write_scripts
 
 SETTINGS = ("cluster", "strategy", "launcher", "nodes", "gpus", "test")
@@ -41,7 +41,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         epilog=(
             "settings: cluster=NAME strategy=NAME nodes=N gpus=N|all (per node; default: all of a node) "
             f"launcher={'|'.join(LAUNCHERS)} test=true (test partition), and cluster.KEY=VALUE for any profile "
-            "value, e.g. cluster.slurm.time=12:00:00. Arguments after -- become train.py overrides."
+            "value, e.g. cluster.slurm.time=12:00:00 (Hydra's override syntax: +cluster.KEY=VALUE adds a key). "
+            "Arguments after -- become train.py overrides."
         ),
     )
     parser.add_argument("settings", nargs="*", metavar="KEY=VALUE")
@@ -57,19 +58,19 @@ def job_from(settings: list[str], train_overrides: list[str], command: str) -> J
     values, profile_overrides = {}, []
     for setting in settings:
         key, sep, value = setting.partition("=")
-        if not sep or (key not in SETTINGS and not key.startswith("cluster.")):
+        profile_key = key.lstrip("+~").startswith("cluster.")
+        if not (sep or key.startswith("~")) or (key not in SETTINGS and not profile_key):
             raise ProfileError(f"{setting!r}: expected KEY=VALUE with KEY one of {', '.join(SETTINGS)} or cluster.*")
-        if key.startswith("cluster."):
-            profile_overrides.append((key.removeprefix("cluster."), value))
+        if profile_key:  # a Hydra override of the profile: cluster.KEY=VALUE, +cluster.KEY=VALUE, ~cluster.KEY
+            sign = setting[0] if setting[0] in "+~" else ""
+            profile_overrides.append(sign + setting.removeprefix(sign).removeprefix("cluster."))
         else:
             values[key] = value
     targets = script_targets()
     if "cluster" not in values:
         detected = detect_cluster()
         values["cluster"] = detected[0] if detected else targets["cluster"]
-    cluster = load("cluster", values["cluster"])
-    for key, value in profile_overrides:
-        set_dotted(cluster, key, value)
+    cluster = load("cluster", values["cluster"], overrides=profile_overrides)
     strategy = values.get("strategy", targets["strategy"])
     test = values.get("test", "false")
     if test.lower() not in BOOLEANS:
