@@ -92,10 +92,13 @@ def detect_cluster(
     """The profile whose `detect:` matches SLURM_CLUSTER_NAME, else the host name: (name, why)."""
     if hostnames is None:
         hostnames = [socket.gethostname()]  # not getfqdn(): a DNS lookup can stall every start
-    names = choices("cluster", configs)
-    every = tuple(f"+cluster@profiles.{name}={name}" for name in names)  # one composition for all
-    everything = composed(configs, every, files(configs, "cluster")).profiles
-    profiles = {name: OmegaConf.to_container(everything[name].get("detect") or {}) for name in names}
+    # Each file's own `detect:`, not composed: train.py runs this at every start (a composition
+    # of every profile costs seconds on a busy node), and a profile built on another (defaults:
+    # [puhti]) must not claim that cluster's hosts too.
+    profiles = {}
+    for name in choices("cluster", configs):
+        detect = OmegaConf.load(configs / "cluster" / f"{name}.yaml").get("detect") or {}
+        profiles[name] = OmegaConf.to_container(OmegaConf.create(detect), resolve=True)
     slurm_name = env.get("SLURM_CLUSTER_NAME")
     for name, detect in profiles.items():
         if slurm_name and slurm_name in (detect.get("cluster_names") or []):
