@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from {{ cookiecutter.package_name }}.slurm.__main__ import main as slurm_main
+from {{ cookiecutter.package_name }}.slurm.profiles import ProfileError, load
+from {{ cookiecutter.package_name }}.slurm.render import Job
 
 PROJECT = Path(__file__).resolve().parents[1]
 
@@ -124,3 +126,12 @@ def test_the_scratch_note_runs_under_set_u_without_local_scratch(cluster, capsys
     assert "node-local disk: unset" in result.stdout
     set_ = subprocess.run(["bash", "-euc", note], capture_output=True, text=True, env={"LOCAL_SCRATCH": "/nvme/1"})
     assert "node-local disk: /nvme/1 " in set_.stdout
+
+
+def test_a_newline_in_a_profile_value_is_refused_on_one_line():
+    """#SBATCH lines are comments to bash: a newline in a value would start a command."""
+    profile = load("cluster", "puhti")
+    profile["slurm"]["account"] = "project_1\nrm -rf ~"
+    with pytest.raises(ProfileError) as refused:
+        Job(profile, "ddp")
+    assert "\n" not in str(refused.value) and str(refused.value).startswith("cluster.slurm.account='project_1\\n")

@@ -38,7 +38,8 @@ def unset_safe(text: str) -> str:
 
 
 def refuse(key: str, value, allowed: str) -> ProfileError:
-    return ProfileError(f"{key}={value}: {allowed}")
+    shown = value if str(value).isprintable() else repr(value)  # the message stays one line
+    return ProfileError(f"{key}={shown}: {allowed}")
 
 
 def check_profile(cluster: dict) -> None:
