@@ -22,6 +22,11 @@ class TimeSteps(pl.Callback):
 
 
 def train_lightning(cfg: DictConfig, warmup: int, steps: int) -> Measurement:
+    return timed_run(cfg, warmup, steps).result()
+
+
+def timed_run(cfg: DictConfig, warmup: int, steps: int) -> StepWindow:
+    """Train `warmup + steps` steps through `run.run`; the window that timed them."""
     cfg = cfg.copy()
     with open_dict(cfg):
         cfg.trainer.max_steps = warmup + steps
@@ -38,4 +43,4 @@ def train_lightning(cfg: DictConfig, warmup: int, steps: int) -> Measurement:
         }
     trainer = run(cfg)
     (timer,) = [callback for callback in trainer.callbacks if isinstance(callback, TimeSteps)]
-    return timer.window.result()
+    return timer.window
