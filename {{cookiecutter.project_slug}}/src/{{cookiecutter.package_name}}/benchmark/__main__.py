@@ -75,10 +75,28 @@ def compose_config(args: argparse.Namespace, world_size: int, local_world_size: 
         return compose("train", overrides=[*defaults, *args.overrides, f"output_dir={output_dir}"])
 
 
+def too_many_processes(args: argparse.Namespace) -> str | None:
+    """Why --processes cannot run here (one GPU per process), or None."""
+    import torch
+
+    cfg = compose_config(args, args.processes, args.processes, tempfile.gettempdir())
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if cfg.trainer.accelerator not in ("auto", "gpu", "cuda") or gpus == 0 or args.processes <= gpus:
+        return None
+    return (
+        f"--processes {args.processes}: each process needs its own GPU and {gpus} are visible here. "
+        f"Fix: --processes {gpus} or fewer, or trainer.accelerator=cpu to run them on the CPU."
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     if args.processes > 1 and "LOCAL_RANK" not in os.environ:
+        problem = too_many_processes(args)
+        if problem:
+            print(f"ERROR: {problem}", file=sys.stderr)
+            return 2
         return relaunch_with_torchrun(args.processes, argv)
 
     import torch
