@@ -189,9 +189,11 @@ def check_checkpoint(ckpt_path) -> None:
     import torch
 
     try:  # mmap: the tensors are not read, so a large checkpoint costs little here
-        torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as error:
         lines = str(error).strip().splitlines() or [type(error).__name__]
         # torch's own message offers weights_only=False: never the advice for a file of unknown origin.
         reason = "it holds objects other than tensors and plain values" if "eights only" in lines[0] else lines[0]
         raise SetupError(f"ckpt_path={ckpt_path}: does not load as a checkpoint ({reason}). {fix}") from error
+    if not isinstance(checkpoint, dict) or "pytorch-lightning_version" not in checkpoint:
+        raise SetupError(f"ckpt_path={ckpt_path}: a torch file, but not a Lightning checkpoint (a state dict?). {fix}")
