@@ -12,7 +12,11 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from {{ cookiecutter.package_name }}.launch.command_line import check_command_line, remove_if_unused, stop
+from {{ cookiecutter.package_name }}.launch.command_line import (
+    check_command_line,
+    remove_if_unused,
+    stop,
+)
 from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
 from {{ cookiecutter.package_name }}.launch.errors import SetupError
 from {{ cookiecutter.package_name }}.slurm.profiles import add_detected_cluster

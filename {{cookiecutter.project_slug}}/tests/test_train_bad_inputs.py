@@ -43,6 +43,9 @@ BAD_VALUES = [
     (["model.lr=-1e-3"], "model.lr=-0.001: a number > 0"),
     (["model.weight_decay=-1"], "model.weight_decay=-1: a number >= 0"),
     (["seed=abc"], "seed=abc: an integer"),
+    (["run_id="], "run_id='': a name without /"),
+    (["run_id=../elsewhere"], "run_id=../elsewhere: a name without /"),
+    (["model=autoencoder", "model.net.hidden=0"], "model.net.hidden=0: an integer >= 1"),
     (["seed=1.5"], "seed=1.5: an integer"),
     (["test_after_fit=yes please"], "test_after_fit=yes please: true or false"),
     (["trainer.max_epochs=0"], "trainer.max_epochs=0: an integer >= 1 (-1: no limit)"),
@@ -74,6 +77,7 @@ BAD_VALUES = [
     (["+cluster=lumi"], "+cluster=lumi: cluster is already in the config. Fix: cluster=lumi (without +)"),
     (["data.batch_size=[1,"], "data.batch_size=[1,: not a valid override"),
     (["output_root=/proc/no/such/dir"], "output_root=/proc/no/such/dir: /proc is not writable"),
+    (["output_root=${oc.env:RV_UNSET}"], "'RV_UNSET' not found\". Fix: set what it refers to, or give output_root"),
     (["ckpt_path=/nonexistent.ckpt"], "ckpt_path=/nonexistent.ckpt: no such file or directory. Fix: ckpt_path=last"),
 ]
 

@@ -48,7 +48,7 @@ def is_present(root: str | Path) -> bool:
 def _how_to_fix(root: str | Path) -> str:
     # __package__, not __name__: that is "__main__" when this file runs as the download command.
     return (
-        f"Fix: on a machine with internet (a login node) run `python -m {__package__}.mnist {root}`, "
+        f"Fix: compute nodes often have no internet: on a login node run `python -m {__package__}.mnist {root}`, "
         "then train with data.root pointing there (or set DATA_DIR)"
     )
 

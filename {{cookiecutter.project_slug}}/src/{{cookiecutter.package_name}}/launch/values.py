@@ -78,6 +78,11 @@ def sanity_steps(value) -> bool:
     return _int(value) and value >= -1  # -1: the whole validation set
 
 
+def run_name(value) -> bool:
+    # The run directory is output_root/run_id: a name, not a path that leaves output_root.
+    return (_int(value) or isinstance(value, str)) and str(value) not in ("", ".", "..") and "/" not in str(value)
+
+
 def one_of(*allowed) -> Callable[[Any], bool]:
     return lambda value: not isinstance(value, bool) and value in allowed
 
@@ -95,6 +100,7 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     ("cluster.accelerator", one_of(*ACCELERATORS), f"one of {', '.join(ACCELERATORS)}", "cluster.accelerator=gpu"),
     ("seed", _int, "an integer", "seed=42"),
     ("test_after_fit", boolean, "true or false", "test_after_fit=true"),
+    ("run_id", run_name, "a name without / (the run directory under output_root)", "run_id=my-run"),
     ("data.batch_size", positive_int, "an integer >= 1 (samples per process and step)", "data.batch_size=128"),
     ("data.num_workers", workers, "auto or an integer >= 0 (DataLoader workers per process)", "data.num_workers=auto"),
     ("data.num_samples", positive_int, "an integer >= 1", "data.num_samples=8192"),
@@ -110,6 +116,8 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     ("model.optimizer.weight_decay", non_negative_number, "a number >= 0", "model.optimizer.weight_decay=0.01"),
     ("model.optimizer.fused", boolean, "true or false", "model.optimizer.fused=false"),
     ("model.num_classes", positive_int, "an integer >= 1", "model.num_classes=10"),
+    ("model.net.hidden", positive_int, "an integer >= 1 (units of the hidden layer)", "model.net.hidden=128"),
+    ("model.net.input_size", positive_int, "an integer >= 1", "model.net.input_size=784"),
     ("trainer.max_epochs", epochs, "an integer >= 1 (-1: no limit)", "trainer.max_epochs=10"),
     ("trainer.devices", devices, "an integer >= 1, -1 (all), auto, or a list of device indices", "trainer.devices=2"),
     ("trainer.num_nodes", positive_int, "an integer >= 1", "trainer.num_nodes=1"),
@@ -137,7 +145,11 @@ def shown(value) -> str:
 
 def select(cfg: DictConfig, key: str):
     """cfg's value at a dotted key, _ABSENT when the key is not there."""
-    return OmegaConf.select(cfg, key, default=_ABSENT, throw_on_missing=False)
+    try:
+        return OmegaConf.select(cfg, key, default=_ABSENT, throw_on_missing=False)
+    except Exception as error:  # an interpolation that does not resolve, e.g. ${oc.env:UNSET}
+        reason = str(error).strip().splitlines()[0]
+        raise SetupError(f"{key}: {reason}. Fix: set what it refers to, or give {key} a value") from error
 
 
 def check_values(cfg: DictConfig) -> None:
