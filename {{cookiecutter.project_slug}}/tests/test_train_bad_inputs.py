@@ -68,6 +68,8 @@ BAD_VALUES = [
     # Choices, keys and the override syntax
     (["cluster=foo"], "cluster=foo: no such choice of cluster; allowed: generic, local, lumi"),
     (["strategy=dpp"], "strategy=dpp: no such choice of strategy; allowed: auto, ddp"),
+    (["cluster=_base"], "cluster=_base: a base of the other cluster choices, not one itself; allowed: generic"),
+    (["hydra/launcher=foo"], "hydra/launcher=foo: no such choice of hydra/launcher; allowed: basic"),
     (["experiment=nope"], "experiment=nope: no such choice of experiment; allowed: mnist_autoencoder, smoke"),
     (["model=resnet"], "model=resnet: no such choice of model; allowed: autoencoder, cnn"),
     (["trainer.max_epohcs=3"], "trainer.max_epohcs=3: no such key in the config. Fix: did you mean trainer.max_epochs"),

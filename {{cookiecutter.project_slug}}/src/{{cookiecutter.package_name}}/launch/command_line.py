@@ -67,7 +67,9 @@ def check_command_line(argv: list[str]) -> None:
         return
     try:
         for overrides in _jobs(args.overrides, args.multirun):
-            check_values(_compose(overrides))
+            cfg = _compose(overrides)
+            _check_choices(cfg)
+            check_values(cfg)
     except SetupError as error:
         stop(str(error))
 
@@ -109,8 +111,22 @@ def _compose(overrides: list[str]):
         raise SetupError(_unknown_choice(error, overrides)) from error
     except ConfigCompositionException as error:
         raise SetupError(_bad_key(error, overrides)) from error
-    except Exception as error:  # e.g. an interpolation that does not resolve
-        raise SetupError(f"{' '.join(overrides)}: {one_line(str(error))}") from error
+    except Exception as error:  # anything else Hydra refuses: its own words, on one line
+        raise SetupError(
+            f"{' '.join(overrides)}: {one_line(str(error))}. Fix: correct the override it names "
+            "(HYDRA_FULL_ERROR=1 shows Hydra's full report)"
+        ) from error
+
+
+def _check_choices(cfg) -> None:
+    """A base (cluster=_base) composes, but is only a part of the others."""
+    for group, name in cfg.hydra.runtime.choices.items():
+        if isinstance(name, str) and name.startswith("_") and (CONFIGS / group).is_dir():
+            allowed = choices(group)
+            raise SetupError(
+                f"{group}={name}: a base of the other {group} choices, not one itself; allowed: "
+                f"{', '.join(allowed)}. Fix: e.g. {group}={allowed[0]}"
+            )
 
 
 def _given(key: str, overrides: list[str]) -> str:
@@ -123,6 +139,8 @@ def _given(key: str, overrides: list[str]) -> str:
 
 def _unknown_choice(error, overrides: list[str]) -> str:
     group, _, name = (error.missing_cfg_file or "").rpartition("/")
+    if group and not (CONFIGS / group).is_dir() and error.options:  # one of Hydra's own, e.g. hydra/launcher
+        return f"{group}={name}: no such choice of {group}; allowed: {', '.join(error.options)}. Fix: one of them"
     if not group or not (CONFIGS / group).is_dir():
         groups = sorted(path.name for path in CONFIGS.iterdir() if path.is_dir() and choices(path.name))
         return (
