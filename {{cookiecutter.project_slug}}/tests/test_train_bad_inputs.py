@@ -38,9 +38,9 @@ BAD_VALUES = [
     (["data.val_size=-1"], "data.val_size=-1: an integer >= 0"),
     (["data.download=maybe"], "data.download=maybe: true or false"),
     (["data.in_memory=1"], "data.in_memory=1: true or false"),
-    (["model.lr=abc"], "model.lr=abc: a number > 0"),
-    (["model.lr=0"], "model.lr=0: a number > 0"),
-    (["model.lr=-1e-3"], "model.lr=-0.001: a number > 0"),
+    (["model.lr=abc"], "model.lr=abc: a number >= 0 (the learning rate"),
+    (["model.lr=-1e-3"], "model.lr=-0.001: a number >= 0"),
+    (["model.lr=[1]"], "model.lr=[1]: a number >= 0"),
     (["model.weight_decay=-1"], "model.weight_decay=-1: a number >= 0"),
     (["seed=abc"], "seed=abc: an integer"),
     (["run_id="], "run_id='': a name without /"),
@@ -57,7 +57,7 @@ BAD_VALUES = [
     (["cluster.num_nodes=-3"], "cluster.num_nodes=-3: an integer >= 1"),
     (["trainer.accelerator=tpu"], "trainer.accelerator=tpu: one of auto, cpu, gpu, cuda"),
     (["trainer.precision=fp8"], "trainer.precision=fp8: one of 32-true"),
-    (["trainer.precision=16"], "trainer.precision=16: one of 32-true"),
+    (["trainer.precision=8"], "trainer.precision=8: one of 32-true"),
     (["trainer.accumulate_grad_batches=0"], "trainer.accumulate_grad_batches=0: an integer >= 1"),
     (["trainer.gradient_clip_val=-1"], "trainer.gradient_clip_val=-1: null or a number >= 0"),
     (["trainer.sync_batchnorm=sure"], "trainer.sync_batchnorm=sure: true or false"),
@@ -121,6 +121,7 @@ def test_right_values_pass(capsys, tmp_path, clean_env):
     good = ["experiment=smoke", "trainer.devices=auto", "trainer.limit_train_batches=0.5", "model.lr=3e-4"]
     check_command_line([*good, "data.num_workers=2", "trainer.precision=bf16-mixed", f"output_root={tmp_path}"])
     check_command_line(["-m", "data.batch_size=16,32", f"output_root={tmp_path}"])
+    check_command_line(["trainer.precision=16", "trainer.devices=[0]", "model.lr=0", f"output_root={tmp_path}"])
     assert capsys.readouterr().err == ""
 
 

@@ -38,10 +38,6 @@ def boolean(value) -> bool:
     return isinstance(value, bool)
 
 
-def positive_number(value) -> bool:
-    return _number(value) and value > 0
-
-
 def non_negative_number(value) -> bool:
     return _number(value) and value >= 0
 
@@ -88,7 +84,9 @@ def one_of(*allowed) -> Callable[[Any], bool]:
 
 
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")  # CPUs, CUDA/ROCm GPUs, Apple GPUs; not TPUs/HPUs
-PRECISIONS = ("32-true", "32", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-true", "64", "transformer-engine")
+# Lightning's (lightning_fabric's _PRECISION_INPUT, not imported: it loads torch), old aliases last.
+PRECISIONS = ("32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-true", "transformer-engine")
+PRECISIONS += ("transformer-engine-float16", "32", "16", "64", "bf16", 32, 16, 64)
 LIMIT = "null, a number of batches, or a fraction in [0, 1]"
 CHECKPOINT_NAMES = ("last", "best", "hpc")  # Lightning's names for a checkpoint of this run
 
@@ -110,9 +108,9 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     ("data.download", boolean, "true or false", "data.download=true"),
     ("data.on_device", boolean, "true or false", "data.on_device=true"),
     ("data.in_memory", boolean, "true or false", "data.in_memory=true"),
-    ("model.lr", positive_number, "a number > 0 (the learning rate)", "model.lr=1e-3"),
+    ("model.lr", non_negative_number, "a number >= 0 (the learning rate)", "model.lr=1e-3"),
     ("model.weight_decay", non_negative_number, "a number >= 0", "model.weight_decay=0.01"),
-    ("model.optimizer.lr", positive_number, "a number > 0 (the learning rate)", "model.optimizer.lr=1e-3"),
+    ("model.optimizer.lr", non_negative_number, "a number >= 0 (the learning rate)", "model.optimizer.lr=1e-3"),
     ("model.optimizer.weight_decay", non_negative_number, "a number >= 0", "model.optimizer.weight_decay=0.01"),
     ("model.optimizer.fused", boolean, "true or false", "model.optimizer.fused=false"),
     ("model.num_classes", positive_int, "an integer >= 1", "model.num_classes=10"),
@@ -122,7 +120,7 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     ("trainer.devices", devices, "an integer >= 1, -1 (all), auto, or a list of device indices", "trainer.devices=2"),
     ("trainer.num_nodes", positive_int, "an integer >= 1", "trainer.num_nodes=1"),
     ("trainer.accelerator", one_of(*ACCELERATORS), f"one of {', '.join(ACCELERATORS)}", "trainer.accelerator=cpu"),
-    ("trainer.precision", one_of(*PRECISIONS), f"one of {', '.join(PRECISIONS[:6])}", "trainer.precision=bf16-mixed"),
+    ("trainer.precision", one_of(*PRECISIONS), f"one of {', '.join(PRECISIONS[:6])}, ...", "trainer.precision=32-true"),
     ("trainer.accumulate_grad_batches", positive_int, "an integer >= 1", "trainer.accumulate_grad_batches=1"),
     ("trainer.gradient_clip_val", clip, "null or a number >= 0", "trainer.gradient_clip_val=1.0"),
     ("trainer.sync_batchnorm", boolean, "true or false", "trainer.sync_batchnorm=false"),
