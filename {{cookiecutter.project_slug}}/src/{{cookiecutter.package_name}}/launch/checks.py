@@ -124,6 +124,8 @@ def check_logger(logger: DictConfig | None) -> None:
 def check_environment(cfg: DictConfig) -> None:
     import torch
 
+    from .sweeps import check_multirun
+
     cuda_available = torch.cuda.is_available()
     visible_gpus = torch.cuda.device_count() if cuda_available else 0
     check_topology(cfg.trainer.devices, cfg.trainer.num_nodes, cfg.trainer.accelerator, visible_gpus)
@@ -132,3 +134,4 @@ def check_environment(cfg: DictConfig) -> None:
     check_accelerator(cfg.trainer.accelerator, cuda_available)
     check_sync_batchnorm(cfg.trainer.sync_batchnorm, cfg.trainer.accelerator, cuda_available)
     check_logger(cfg.get("logger"))
+    check_multirun(cfg)

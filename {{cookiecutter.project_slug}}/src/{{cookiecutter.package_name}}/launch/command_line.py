@@ -139,16 +139,18 @@ def _given(key: str, overrides: list[str]) -> str:
 
 def _unknown_choice(error, overrides: list[str]) -> str:
     group, _, name = (error.missing_cfg_file or "").rpartition("/")
-    if group and not (CONFIGS / group).is_dir() and error.options:  # one of Hydra's own, e.g. hydra/launcher
-        return f"{group}={name}: no such choice of {group}; allowed: {', '.join(error.options)}. Fix: one of them"
+    # Hydra's list covers every search path (hydra/launcher: its plugins' and ours); bases and test-only out.
+    allowed = sorted(option for option in error.options or [] if not option.startswith("_") and option not in HIDDEN)
+    if group and allowed:
+        listed = ", ".join(allowed)
+        return f"{group}={name}: no such choice of {group}; allowed: {listed}. Fix: e.g. {group}={allowed[0]}"
     if not group or not (CONFIGS / group).is_dir():
         groups = sorted(path.name for path in CONFIGS.iterdir() if path.is_dir() and choices(path.name))
         return (
             f"{_given(group or name, overrides)}: no config group {group or name!r}; the groups are "
             f"{', '.join(groups)}. Fix: one of them (python train.py --help lists their choices)"
         )
-    allowed = choices(group)
-    return f"{group}={name}: no such choice of {group}; allowed: {', '.join(allowed)}. Fix: e.g. {group}={allowed[0]}"
+    return f"{group}={name}: no such choice of {group}. Fix: `python train.py --help` lists the choices"
 
 
 def _bad_key(error, overrides: list[str]) -> str:
