@@ -12,8 +12,13 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from {{ cookiecutter.package_name }}.launch.checks import SetupError
+from {{ cookiecutter.package_name }}.launch.command_line import (
+    check_command_line,
+    remove_if_unused,
+    stop,
+)
 from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
+from {{ cookiecutter.package_name }}.launch.errors import SetupError
 from {{ cookiecutter.package_name }}.slurm.profiles import add_detected_cluster
 
 register_resolvers()  # ${default_run_id:} etc., needed before Hydra reads the configs
@@ -26,9 +31,9 @@ def main(cfg: DictConfig) -> None:
 
     try:
         run(cfg)
-    except SetupError as error:
-        print(f"\nERROR: {error}", file=sys.stderr)
-        sys.exit(2)
+    except SetupError as error:  # found once the machine is known: GPUs, launcher, packages, data
+        remove_if_unused(cfg.output_dir)
+        stop(str(error))
     end_process_group()
 
 
@@ -44,4 +49,5 @@ def end_process_group() -> None:
 if __name__ == "__main__":
     # On a known cluster (SLURM_CLUSTER_NAME or the host name) its profile is the default.
     sys.argv[1:] = add_detected_cluster(sys.argv[1:])
+    check_command_line(sys.argv[1:])  # a wrong choice or value: one line, exit 2, nothing made
     main()

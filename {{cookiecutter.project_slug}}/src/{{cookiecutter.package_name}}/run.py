@@ -38,6 +38,14 @@ def build_trainer(cfg: DictConfig) -> pl.Trainer:
     return instantiate(cfg.trainer, strategy=build_strategy(cfg), callbacks=callbacks, logger=logger)
 
 
+def processes(trainer: pl.Trainer) -> int:
+    """The number of training processes; under Horovod (which knows it only once started) 1."""
+    try:
+        return trainer.world_size
+    except (RuntimeError, ValueError):
+        return 1
+
+
 def run(cfg: DictConfig) -> pl.Trainer:
     check_environment(cfg)
     quiet_benign_messages()
@@ -45,6 +53,7 @@ def run(cfg: DictConfig) -> pl.Trainer:
     datamodule = instantiate(cfg.data)
     model = instantiate(cfg.model)
     trainer = build_trainer(cfg)
+    datamodule.check_enough_for(processes(trainer))
     rank_zero_info(f"Run directory (shared by all ranks): {cfg.output_dir}")
     trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
     if cfg.test_after_fit:

@@ -7,6 +7,7 @@ import torch
 from pytorch_lightning.utilities import rank_zero_info
 from torch.utils.data import Dataset
 
+from ..launch.errors import SetupError
 from .in_memory import InMemoryImages, normalize
 from .loaders import make_loader
 from .workers import resolve_workers
@@ -32,6 +33,24 @@ class ImageDataModule(pl.LightningDataModule):
         self.train_set: Dataset | None = None
         self.val_set: Dataset | None = None
         self.test_set: Dataset | None = None
+
+    def train_samples(self) -> int | None:
+        """How many training samples setup() will make, known without making them (None: unknown)."""
+        return None
+
+    def check_enough_for(self, processes: int) -> None:
+        """Each process must get at least one full training batch (the last, partial one is
+        dropped): else Lightning says "No training batches", trains nothing and exits 0."""
+        samples = self.train_samples()
+        if samples is None:
+            return
+        per_process = -(-samples // processes)  # the distributed sampler pads to equal shares
+        if per_process < self.batch_size:
+            raise SetupError(
+                f"data.batch_size={self.batch_size}: more than the {per_process} training samples that each of the "
+                f"{processes} process(es) gets ({samples} in all), so nothing would train. Fix: "
+                f"data.batch_size={max(per_process, 1)} or less, fewer processes (trainer.devices), or more data"
+            )
 
     def workers_for(self, dataset: Dataset) -> int:
         # Without a Trainer (the benchmark's plain loop), torchrun says how many processes share the node.

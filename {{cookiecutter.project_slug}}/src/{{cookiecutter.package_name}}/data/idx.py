@@ -31,6 +31,13 @@ def read_idx(path: Path) -> torch.Tensor:
     return torch.from_numpy(array.reshape(shape).copy())
 
 
+def count_idx(path: Path) -> int:
+    """The number of items (the first dimension), read from the header only."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        return _header(path, f.read(4 + 4 * 255))[0][0]
+
+
 def map_idx(path: Path) -> np.ndarray:
     """An uncompressed IDX file as a read-only array backed by the file: the operating system
     reads the parts that are used, so files larger than memory work."""

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import torch
 
+from ..launch.errors import SetupError
 from .base import ImageDataModule
-from .idx import read_idx
+from .idx import count_idx, read_idx
 from .in_memory import InMemoryImages
 from .per_sample import IdxSamples
 
@@ -25,8 +26,8 @@ FILES = {
 }
 
 
-class MNISTNotFoundError(RuntimeError):
-    pass
+class MNISTNotFoundError(SetupError):
+    """train.py prints it as one line: where the files should be and how to get them."""
 
 
 def raw_dir(root: str | Path) -> Path:
@@ -45,10 +46,10 @@ def is_present(root: str | Path) -> bool:
 
 
 def _how_to_fix(root: str | Path) -> str:
+    # __package__, not __name__: that is "__main__" when this file runs as the download command.
     return (
-        "Compute nodes often have no internet. On a login node run\n"
-        f"    python -m {__package__}.data.mnist {root}\n"
-        "then train with data.root pointing there (or set DATA_DIR)."
+        f"Fix: compute nodes often have no internet: on a login node run `python -m {__package__}.mnist {root}`, "
+        "then train with data.root pointing there (or set DATA_DIR)"
     )
 
 
@@ -60,15 +61,19 @@ def download(root: str | Path) -> None:
         for train in (True, False):
             MNIST(str(Path(root).expanduser()), train=train, download=True)
     except Exception as error:  # URLError, socket timeouts, HTTP errors, ...
+        reason = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
         raise MNISTNotFoundError(
-            f"MNIST is not under {raw_dir(root)} and downloading it failed: {error}\n{_how_to_fix(root)}"
+            f"data.root={root}: MNIST is not under {raw_dir(root)} and downloading it failed ({reason}). "
+            + _how_to_fix(root)
         ) from error
 
 
 def _split_files(root: str | Path, split: str) -> list[Path]:
     paths = [_find(root, name) for name in FILES[split]]
     if None in paths:
-        raise MNISTNotFoundError(f"MNIST {split} files are missing from {raw_dir(root)}.\n{_how_to_fix(root)}")
+        raise MNISTNotFoundError(
+            f"data.root={root}: MNIST {split} files are missing from {raw_dir(root)}. {_how_to_fix(root)}"
+        )
     return paths
 
 
@@ -120,11 +125,25 @@ class MNISTDataModule(ImageDataModule):
         if not is_present(self.root):
             if not self.download:
                 raise MNISTNotFoundError(
-                    f"MNIST is not under {raw_dir(self.root)} and data.download=false.\n{_how_to_fix(self.root)}"
+                    f"data.root={self.root}: MNIST is not under {raw_dir(self.root)} and data.download=false. "
+                    + _how_to_fix(self.root)
                 )
             download(self.root)
         if not self.in_memory:
             decompress(self.root)
+
+    def train_samples(self) -> int:
+        labels = _find(self.root, FILES["train"][1])
+        return (count_idx(labels) if labels else 60000) - self.val_size  # not there yet: the download's
+
+    def check_enough_for(self, processes: int) -> None:
+        total = self.train_samples() + self.val_size
+        if self.val_size >= total:
+            raise SetupError(
+                f"data.val_size={self.val_size}: holds out all {total} training images. "
+                f"Fix: data.val_size={total // 10} (a tenth), or less"
+            )
+        super().check_enough_for(processes)
 
     def setup(self, stage: str):
         if self.in_memory:

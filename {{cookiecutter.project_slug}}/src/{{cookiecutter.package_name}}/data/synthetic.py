@@ -27,6 +27,9 @@ class SyntheticDataModule(ImageDataModule):
         self.num_classes = num_classes
         self.seed = seed
 
+    def train_samples(self) -> int:
+        return self.num_samples
+
     def _make(self, num_samples: int, seed: int) -> InMemoryImages:
         # Same seed on every rank: all ranks see the same dataset, the sampler splits it.
         prototype_generator = torch.Generator().manual_seed(self.seed)

@@ -10,9 +10,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-
-class SetupError(RuntimeError):
-    """A problem with the configuration or the machine; the message says how to fix it."""
+from .errors import SetupError
+from .topology import check_topology
 
 
 def _missing(package: str) -> bool:
@@ -35,19 +34,21 @@ def _deepspeed_op_error(builder_name: str) -> str | None:
 def check_strategy(strategy: DictConfig, cuda_available: bool) -> None:
     name = strategy.name
     needs = strategy.get("requires") or {}
+    missing = [package for package in needs.get("packages") or [] if _missing(package)]
     if needs.get("cuda") and not cuda_available:
+        # Not installed either: say so too, or the user finds out only on the GPU node.
+        install = f" It also needs '{missing[0]}', which is not installed: {needs.install}" if missing else ""
         raise SetupError(
             f"strategy={name} runs only on CUDA/ROCm GPUs, and no GPU is visible here "
             "(torch.cuda.is_available() is False).\n"
             f"Fix: run it on a GPU node, e.g. `sbatch scripts/run-gpu1.sh strategy={name}`, "
-            "or use strategy=ddp on CPUs."
+            f"or use strategy=ddp on CPUs.{install}"
         )
-    for package in needs.get("packages") or []:
-        if _missing(package):
-            raise SetupError(
-                f"strategy={name} needs the '{package}' package, which is not installed.\n"
-                f"Fix: {needs.install}   (or pick another strategy, e.g. strategy=ddp)"
-            )
+    if missing:
+        raise SetupError(
+            f"strategy={name} needs the '{missing[0]}' package, which is not installed.\n"
+            f"Fix: {needs.install}   (or pick another strategy, e.g. strategy=ddp)"
+        )
     for module in needs.get("imports") or []:  # installed, but built for another torch?
         try:
             importlib.import_module(module)
@@ -124,7 +125,6 @@ def check_environment(cfg: DictConfig) -> None:
     import torch
 
     from .sweeps import check_multirun
-    from .topology import check_topology
 
     cuda_available = torch.cuda.is_available()
     visible_gpus = torch.cuda.device_count() if cuda_available else 0

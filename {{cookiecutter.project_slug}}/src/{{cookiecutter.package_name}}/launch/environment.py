@@ -70,6 +70,9 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver("default_run_id", default_run_id, replace=True)
     OmegaConf.register_new_resolver("hydra_output_subdir", hydra_output_subdir, replace=True)
     OmegaConf.register_new_resolver("slurm_job", _slurm_job, replace=True)
+    from .command_line import config_groups  # for `--help`: the choices without bases and test-only ones
+
+    OmegaConf.register_new_resolver("config_groups", config_groups, replace=True)
 
 
 def _slurm_job(key: str, *, _root_):

@@ -14,7 +14,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from .checks import SetupError
+from .errors import SetupError
 
 SUMMARY = "sweep_summary.yaml"
 

@@ -1,0 +1,186 @@
+"""Check `python train.py <overrides>` before Hydra runs it: compose the same config with
+Hydra's compose API and check every value (values.py). A wrong choice, key or value then
+stops with one line, before a run directory, a process or a download is made. Torch is not
+imported for this (except to open a checkpoint given as ckpt_path).
+
+HYDRA_FULL_ERROR=1 skips it: Hydra and the code then fail with their full tracebacks.
+"""
+
+import difflib
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from .environment import global_rank
+from .errors import SetupError
+from .values import check_values
+
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
+HIDDEN = ("localslurm",)  # the tests' own Slurm; names starting with _ are bases of the others
+
+# Hydra options after which there is nothing to check: Hydra prints something and exits.
+_HYDRA_ONLY = ("help", "hydra_help", "version", "cfg", "info", "shell_completion", "experimental_rerun")
+
+
+def choices(group: str) -> list[str]:
+    """The options of a config group that a user may pick."""
+    names = (path.stem for path in (CONFIGS / group).glob("*.yaml"))
+    return sorted(name for name in names if not name.startswith("_") and name not in HIDDEN)
+
+
+def config_groups() -> str:
+    """`group: a, b, c` per line, for `--help` (configs/train.yaml's hydra.help.template)."""
+    groups = sorted(path.name for path in CONFIGS.iterdir() if path.is_dir() and choices(path.name))
+    return "\n".join(f"{group}: {', '.join(choices(group))}" for group in groups)
+
+
+def one_line(message: str) -> str:
+    return " ".join(line.strip() for line in message.strip().splitlines() if line.strip())
+
+
+def stop(message: str) -> NoReturn:
+    """Print the error once (rank 0; every rank of srun/torchrun checks the same), exit 2."""
+    if global_rank() == 0:
+        print(f"ERROR: {one_line(message)}", file=sys.stderr)
+    sys.exit(2)
+
+
+def remove_if_unused(run_dir: str | os.PathLike) -> None:
+    """A refused run leaves no run directory: remove it when it holds only Hydra's .hydra/
+    (a resumed run's directory has checkpoints and logs, and stays)."""
+    path = Path(run_dir)
+    if global_rank() == 0 and path.is_dir() and {child.name for child in path.iterdir()} <= {".hydra"}:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def check_command_line(argv: list[str]) -> None:
+    """Exit 2 with one line if the overrides in argv are wrong; return if they are fine."""
+    if os.environ.get("HYDRA_FULL_ERROR") == "1":
+        return
+    from hydra._internal.utils import get_args_parser
+
+    args, _ = get_args_parser().parse_known_args(argv)  # unknown options: Hydra itself says so
+    if any(getattr(args, name, None) for name in _HYDRA_ONLY) or args.config_name or args.config_path:
+        return
+    try:
+        for overrides in _jobs(args.overrides, args.multirun):
+            cfg = _compose(overrides)
+            _check_choices(cfg)
+            check_values(cfg)
+    except SetupError as error:
+        stop(str(error))
+
+
+def _jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
+    """The override lists of the jobs to run: one, or with -m every point of the sweep."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException, OverrideParseException
+
+    parser = OverridesParser.create()
+    parsed = []
+    for override in overrides:
+        try:
+            parsed += parser.parse_overrides([override])
+        except OverrideParseException as error:
+            reason = one_line(str(error)).split(". See")[0]
+            raise SetupError(
+                f"{override}: not a valid override ({reason}). Fix: key=value, e.g. data.batch_size=64; "
+                "quote a value with spaces or special characters: 'key=\"a b\"'"
+            ) from error
+    if not multirun:
+        return [overrides]
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    try:
+        return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+    except HydraException:  # a sweep that another sweeper plugin understands: it checks it
+        return []
+
+
+def _compose(overrides: list[str]):
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import ConfigCompositionException, MissingConfigException
+
+    try:
+        with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3", job_name="train"):
+            return compose("train", overrides=overrides, return_hydra_config=True)
+    except MissingConfigException as error:
+        raise SetupError(_unknown_choice(error, overrides)) from error
+    except ConfigCompositionException as error:
+        raise SetupError(_bad_key(error, overrides)) from error
+    except Exception as error:  # anything else Hydra refuses: its own words, on one line
+        raise SetupError(
+            f"{' '.join(overrides)}: {one_line(str(error))}. Fix: correct the override it names "
+            "(HYDRA_FULL_ERROR=1 shows Hydra's full report)"
+        ) from error
+
+
+def _check_choices(cfg) -> None:
+    """A base (cluster=_base) composes, but is only a part of the others."""
+    for group, name in cfg.hydra.runtime.choices.items():
+        if isinstance(name, str) and name.startswith("_") and (CONFIGS / group).is_dir():
+            allowed = choices(group)
+            raise SetupError(
+                f"{group}={name}: a base of the other {group} choices, not one itself; allowed: "
+                f"{', '.join(allowed)}. Fix: e.g. {group}={allowed[0]}"
+            )
+
+
+def _given(key: str, overrides: list[str]) -> str:
+    """The override as the user typed it, found by its key."""
+    for override in overrides:
+        if override.lstrip("+~").split("=", 1)[0] == key:
+            return override
+    return key
+
+
+def _unknown_choice(error, overrides: list[str]) -> str:
+    group, _, name = (error.missing_cfg_file or "").rpartition("/")
+    # Hydra's list covers every search path (hydra/launcher: its plugins' and ours); bases and test-only out.
+    allowed = sorted(option for option in error.options or [] if not option.startswith("_") and option not in HIDDEN)
+    if group and allowed:
+        listed = ", ".join(allowed)
+        return f"{group}={name}: no such choice of {group}; allowed: {listed}. Fix: e.g. {group}={allowed[0]}"
+    if not group or not (CONFIGS / group).is_dir():
+        groups = sorted(path.name for path in CONFIGS.iterdir() if path.is_dir() and choices(path.name))
+        return (
+            f"{_given(group or name, overrides)}: no config group {group or name!r}; the groups are "
+            f"{', '.join(groups)}. Fix: one of them (python train.py --help lists their choices)"
+        )
+    return f"{group}={name}: no such choice of {group}. Fix: `python train.py --help` lists the choices"
+
+
+def _bad_key(error, overrides: list[str]) -> str:
+    message = one_line(str(error))
+    match = re.search(r"'([^']+)'|Multiple values for (\S+)\.", message)
+    key = next((group for group in match.groups() if group), "") if match else ""
+    given = _given(key, overrides)
+    if "already at" in message or "Multiple values for" in message:
+        return f"{given}: {key} is already in the config. Fix: {given.lstrip('+')} (without +)"
+    if "does not exist" in message or "Could not override" in message:
+        close = difflib.get_close_matches(key, _all_keys(), n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        listing = "`python train.py --cfg job` lists the keys"
+        return f"{given}: no such key in the config. Fix: {hint}{listing}; +{key}=... adds one"
+    return f"{given}: {message}"
+
+
+def _all_keys() -> list[str]:
+    """Every dotted key of the default config, for 'did you mean'."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import DictConfig
+
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3", job_name="train"):
+        cfg = compose("train")
+
+    def walk(node: DictConfig, prefix: str):
+        for name in node.keys():
+            child = node._get_node(name)
+            yield f"{prefix}{name}"
+            if isinstance(child, DictConfig):
+                yield from walk(child, f"{prefix}{name}.")
+
+    return list(walk(cfg, ""))

@@ -1,0 +1,209 @@
+"""What each config value may be: one row per key, checked on the composed config before
+anything runs (launch/command_line.py), so a wrong value stops with one line that names it.
+
+A row whose key is not in the config (e.g. data.num_samples with data=mnist) is skipped.
+"""
+
+import os
+import tempfile
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from .errors import SetupError
+
+_ABSENT = object()
+
+
+def _int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)  # True is an int in Python
+
+
+def _number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def positive_int(value) -> bool:
+    return _int(value) and value >= 1
+
+
+def non_negative_int(value) -> bool:
+    return _int(value) and value >= 0
+
+
+def boolean(value) -> bool:
+    return isinstance(value, bool)
+
+
+def non_negative_number(value) -> bool:
+    return _number(value) and value >= 0
+
+
+def workers(value) -> bool:
+    return value == "auto" or non_negative_int(value)
+
+
+def devices(value) -> bool:
+    # Lightning also takes a list of device indices, e.g. [0,2], or -1 for all of them.
+    if isinstance(value, ListConfig | list):
+        return len(value) > 0 and all(non_negative_int(index) for index in value)
+    return value == "auto" or value == -1 or positive_int(value)
+
+
+def batch_limit(value) -> bool:
+    # null = all; an int = that many batches; a float in [0, 1] = that fraction.
+    return value is None or non_negative_int(value) or (isinstance(value, float) and 0.0 <= value <= 1.0)
+
+
+def epochs(value) -> bool:
+    return value == -1 or positive_int(value)  # -1: no limit
+
+
+def clip(value) -> bool:
+    return value is None or non_negative_number(value)
+
+
+def dev_run(value) -> bool:
+    return boolean(value) or non_negative_int(value)
+
+
+def sanity_steps(value) -> bool:
+    return _int(value) and value >= -1  # -1: the whole validation set
+
+
+def run_name(value) -> bool:
+    # The run directory is output_root/run_id: a name, not a path that leaves output_root.
+    return (_int(value) or isinstance(value, str)) and str(value) not in ("", ".", "..") and "/" not in str(value)
+
+
+def one_of(*allowed) -> Callable[[Any], bool]:
+    return lambda value: not isinstance(value, bool) and value in allowed
+
+
+ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")  # CPUs, CUDA/ROCm GPUs, Apple GPUs; not TPUs/HPUs
+# Lightning's (lightning_fabric's _PRECISION_INPUT, not imported: it loads torch), old aliases last.
+PRECISIONS = ("32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-true", "transformer-engine")
+PRECISIONS += ("transformer-engine-float16", "32", "16", "64", "bf16", 32, 16, 64)
+LIMIT = "null, a number of batches, or a fraction in [0, 1]"
+CHECKPOINT_NAMES = ("last", "best", "hpc")  # Lightning's names for a checkpoint of this run
+
+# key, is it allowed, what is allowed (said to the user), an example for the fix.
+RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
+    # The cluster's first: trainer.devices etc. are read from them (configs/trainer/default.yaml).
+    ("cluster.devices", devices, "an integer >= 1 (processes per node), -1 or auto", "cluster.devices=4"),
+    ("cluster.num_nodes", positive_int, "an integer >= 1", "cluster.num_nodes=2"),
+    ("cluster.accelerator", one_of(*ACCELERATORS), f"one of {', '.join(ACCELERATORS)}", "cluster.accelerator=gpu"),
+    ("seed", _int, "an integer", "seed=42"),
+    ("test_after_fit", boolean, "true or false", "test_after_fit=true"),
+    ("run_id", run_name, "a name without / (the run directory under output_root)", "run_id=my-run"),
+    ("data.batch_size", positive_int, "an integer >= 1 (samples per process and step)", "data.batch_size=128"),
+    ("data.num_workers", workers, "auto or an integer >= 0 (DataLoader workers per process)", "data.num_workers=auto"),
+    ("data.num_samples", positive_int, "an integer >= 1", "data.num_samples=8192"),
+    ("data.num_classes", positive_int, "an integer >= 1", "data.num_classes=10"),
+    ("data.val_size", non_negative_int, "an integer >= 0 (images held out of the 60000)", "data.val_size=5000"),
+    ("data.seed", _int, "an integer", "data.seed=0"),
+    ("data.download", boolean, "true or false", "data.download=true"),
+    ("data.on_device", boolean, "true or false", "data.on_device=true"),
+    ("data.in_memory", boolean, "true or false", "data.in_memory=true"),
+    ("model.lr", non_negative_number, "a number >= 0 (the learning rate)", "model.lr=1e-3"),
+    ("model.weight_decay", non_negative_number, "a number >= 0", "model.weight_decay=0.01"),
+    ("model.optimizer.lr", non_negative_number, "a number >= 0 (the learning rate)", "model.optimizer.lr=1e-3"),
+    ("model.optimizer.weight_decay", non_negative_number, "a number >= 0", "model.optimizer.weight_decay=0.01"),
+    ("model.optimizer.fused", boolean, "true or false", "model.optimizer.fused=false"),
+    ("model.num_classes", positive_int, "an integer >= 1", "model.num_classes=10"),
+    ("model.net.hidden", positive_int, "an integer >= 1 (units of the hidden layer)", "model.net.hidden=128"),
+    ("model.net.input_size", positive_int, "an integer >= 1", "model.net.input_size=784"),
+    ("trainer.max_epochs", epochs, "an integer >= 1 (-1: no limit)", "trainer.max_epochs=10"),
+    ("trainer.devices", devices, "an integer >= 1, -1 (all), auto, or a list of device indices", "trainer.devices=2"),
+    ("trainer.num_nodes", positive_int, "an integer >= 1", "trainer.num_nodes=1"),
+    ("trainer.accelerator", one_of(*ACCELERATORS), f"one of {', '.join(ACCELERATORS)}", "trainer.accelerator=cpu"),
+    ("trainer.precision", one_of(*PRECISIONS), f"one of {', '.join(PRECISIONS[:6])}, ...", "trainer.precision=32-true"),
+    ("trainer.accumulate_grad_batches", positive_int, "an integer >= 1", "trainer.accumulate_grad_batches=1"),
+    ("trainer.gradient_clip_val", clip, "null or a number >= 0", "trainer.gradient_clip_val=1.0"),
+    ("trainer.sync_batchnorm", boolean, "true or false", "trainer.sync_batchnorm=false"),
+    ("trainer.log_every_n_steps", positive_int, "an integer >= 1", "trainer.log_every_n_steps=50"),
+    ("trainer.fast_dev_run", dev_run, "true, false or a number of batches", "trainer.fast_dev_run=true"),
+    ("trainer.limit_train_batches", batch_limit, LIMIT, "trainer.limit_train_batches=0.1"),
+    ("trainer.limit_val_batches", batch_limit, LIMIT, "trainer.limit_val_batches=0.1"),
+    ("trainer.num_sanity_val_steps", sanity_steps, "an integer >= 0 (-1: all)", "trainer.num_sanity_val_steps=2"),
+]
+
+
+def shown(value) -> str:
+    """The value as the user would type it back: '' for an empty string, YAML for lists."""
+    if value == "" or value is None:
+        return "''" if value == "" else "null"
+    if isinstance(value, DictConfig | ListConfig):
+        return str(OmegaConf.to_container(value)).replace(" ", "")
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def select(cfg: DictConfig, key: str):
+    """cfg's value at a dotted key, _ABSENT when the key is not there."""
+    try:
+        return OmegaConf.select(cfg, key, default=_ABSENT, throw_on_missing=False)
+    except Exception as error:  # an interpolation that does not resolve, e.g. ${oc.env:UNSET}
+        reason = str(error).strip().splitlines()[0]
+        raise SetupError(f"{key}: {reason}. Fix: set what it refers to, or give {key} a value") from error
+
+
+def check_values(cfg: DictConfig) -> None:
+    for key, allowed, what, example in RULES:
+        value = select(cfg, key)
+        if value is not _ABSENT and not allowed(value):
+            raise SetupError(f"{key}={shown(value)}: {what}. Fix: e.g. {example}")
+    check_output_root(select(cfg, "output_root"))
+    check_checkpoint(select(cfg, "ckpt_path"))
+
+
+def check_output_root(root) -> None:
+    """Hydra makes the run directory under it: it must be a directory we may write, or creatable."""
+    if root is _ABSENT:
+        return
+    if not isinstance(root, str) or not root:
+        raise SetupError(f"output_root={shown(root)}: a directory path. Fix: output_root=outputs")
+    path = Path(root).expanduser()
+    existing = next(parent for parent in (path, *path.parents) if parent.exists())
+    if not existing.is_dir():
+        raise SetupError(f"output_root={root}: {existing} is a file, not a directory. Fix: output_root=outputs")
+    try:  # a real try, not os.access: root passes that everywhere, also on read-only file systems
+        tempfile.TemporaryDirectory(dir=existing).cleanup()
+    except OSError as error:
+        raise SetupError(
+            f"output_root={root}: {existing} is not writable ({error.strerror}). Fix: a directory you can "
+            "write, e.g. output_root=$HOME/outputs (on a cluster: its scratch disk)"
+        ) from error
+
+
+def check_checkpoint(ckpt_path) -> None:
+    """A file Lightning can resume from: exists, readable, a torch.save zip that loads with
+    weights_only=True (what Lightning does; anything else could run code from the file)."""
+    if ckpt_path is _ABSENT or ckpt_path is None or ckpt_path in CHECKPOINT_NAMES:
+        return
+    fix = "Fix: ckpt_path=last with run_id=<the run>, or the path of a .ckpt file from a run's checkpoints/"
+    path = Path(str(ckpt_path)).expanduser()
+    if not path.exists():
+        raise SetupError(f"ckpt_path={ckpt_path}: no such file or directory. {fix}")
+    if path.is_dir():
+        return  # a sharded checkpoint (DeepSpeed, FSDP2): one file per process, read by the strategy
+    if not os.access(path, os.R_OK):
+        raise SetupError(f"ckpt_path={ckpt_path}: not readable by this user. Fix: chmod u+r {path}, or copy it")
+    if not zipfile.is_zipfile(path):  # empty, truncated and random files all fail here
+        size = path.stat().st_size
+        raise SetupError(
+            f"ckpt_path={ckpt_path}: not a PyTorch checkpoint ({size} bytes, empty, truncated or another format). {fix}"
+        )
+    import torch
+
+    try:  # mmap: the tensors are not read, so a large checkpoint costs little here
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as error:
+        lines = str(error).strip().splitlines() or [type(error).__name__]
+        # torch's own message offers weights_only=False: never the advice for a file of unknown origin.
+        reason = "it holds objects other than tensors and plain values" if "eights only" in lines[0] else lines[0]
+        raise SetupError(f"ckpt_path={ckpt_path}: does not load as a checkpoint ({reason}). {fix}") from error
+    if not isinstance(checkpoint, dict) or "pytorch-lightning_version" not in checkpoint:
+        raise SetupError(f"ckpt_path={ckpt_path}: a torch file, but not a Lightning checkpoint (a state dict?). {fix}")

@@ -1,0 +1,259 @@
+"""Every wrong value on train.py's command line stops with ONE line that names the key, the
+value, what is allowed and the fix: exit 2, no traceback, no run directory.
+
+Most rows call the check that train.py runs before Hydra (launch/command_line.py) in this
+process: it needs no torch and no process of its own. A few rows run train.py itself, for
+what only shows once the run has started (GPUs, the data, the number of processes).
+"""
+
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+import torch
+
+from {{ cookiecutter.package_name }}.data.synthetic import SyntheticDataModule
+from {{ cookiecutter.package_name }}.launch import checks
+from {{ cookiecutter.package_name }}.launch.command_line import check_command_line
+from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
+from {{ cookiecutter.package_name }}.launch.errors import SetupError
+
+from tests.helpers import PROJECT, project_env, write_small_mnist
+
+register_resolvers()
+
+# overrides, a part of the one line that must name the fix
+BAD_VALUES = [
+    (["data.batch_size=0"], "data.batch_size=0: an integer >= 1"),
+    (["data.batch_size=-8"], "data.batch_size=-8: an integer >= 1"),
+    (["data.batch_size=abc"], "data.batch_size=abc: an integer >= 1"),
+    (["data.batch_size=1.5"], "data.batch_size=1.5: an integer >= 1"),
+    (["data.batch_size=true"], "data.batch_size=true: an integer >= 1"),
+    (["data.batch_size="], "data.batch_size='': an integer >= 1"),
+    (["data.num_workers=-1"], "data.num_workers=-1: auto or an integer >= 0"),
+    (["data.num_workers=many"], "data.num_workers=many: auto or an integer >= 0"),
+    (["data=synthetic", "data.num_samples=0"], "data.num_samples=0: an integer >= 1"),
+    (["data.val_size=-1"], "data.val_size=-1: an integer >= 0"),
+    (["data.download=maybe"], "data.download=maybe: true or false"),
+    (["data.in_memory=1"], "data.in_memory=1: true or false"),
+    (["model.lr=abc"], "model.lr=abc: a number >= 0 (the learning rate"),
+    (["model.lr=-1e-3"], "model.lr=-0.001: a number >= 0"),
+    (["model.lr=[1]"], "model.lr=[1]: a number >= 0"),
+    (["model.weight_decay=-1"], "model.weight_decay=-1: a number >= 0"),
+    (["seed=abc"], "seed=abc: an integer"),
+    (["run_id="], "run_id='': a name without /"),
+    (["run_id=../elsewhere"], "run_id=../elsewhere: a name without /"),
+    (["model=autoencoder", "model.net.hidden=0"], "model.net.hidden=0: an integer >= 1"),
+    (["seed=1.5"], "seed=1.5: an integer"),
+    (["test_after_fit=yes please"], "test_after_fit=yes please: true or false"),
+    (["trainer.max_epochs=0"], "trainer.max_epochs=0: an integer >= 1 (-1: no limit)"),
+    (["trainer.max_epochs=ten"], "trainer.max_epochs=ten: an integer >= 1"),
+    (["trainer.devices=0"], "trainer.devices=0: an integer >= 1, -1 (all), auto"),
+    (["trainer.devices=two"], "trainer.devices=two: an integer >= 1"),
+    (["trainer.num_nodes=0"], "trainer.num_nodes=0: an integer >= 1"),
+    (["cluster.devices=abc"], "cluster.devices=abc: an integer >= 1"),
+    (["cluster.num_nodes=-3"], "cluster.num_nodes=-3: an integer >= 1"),
+    (["trainer.accelerator=tpu"], "trainer.accelerator=tpu: one of auto, cpu, gpu, cuda"),
+    (["trainer.precision=fp8"], "trainer.precision=fp8: one of 32-true"),
+    (["trainer.precision=8"], "trainer.precision=8: one of 32-true"),
+    (["trainer.accumulate_grad_batches=0"], "trainer.accumulate_grad_batches=0: an integer >= 1"),
+    (["trainer.gradient_clip_val=-1"], "trainer.gradient_clip_val=-1: null or a number >= 0"),
+    (["trainer.sync_batchnorm=sure"], "trainer.sync_batchnorm=sure: true or false"),
+    (["trainer.log_every_n_steps=0"], "trainer.log_every_n_steps=0: an integer >= 1"),
+    (["trainer.limit_train_batches=1.5"], "trainer.limit_train_batches=1.5: null, a number of batches"),
+    (["trainer.limit_val_batches=-2"], "trainer.limit_val_batches=-2: null, a number of batches"),
+    (["trainer.num_sanity_val_steps=-5"], "trainer.num_sanity_val_steps=-5: an integer >= 0"),
+    # Choices, keys and the override syntax
+    (["cluster=foo"], "cluster=foo: no such choice of cluster; allowed: generic, local, lumi"),
+    (["strategy=dpp"], "strategy=dpp: no such choice of strategy; allowed: auto, ddp"),
+    (["cluster=_base"], "cluster=_base: a base of the other cluster choices, not one itself; allowed: generic"),
+    (["hydra/launcher=foo"], "hydra/launcher=foo: no such choice of hydra/launcher; allowed: basic"),
+    (["experiment=nope"], "experiment=nope: no such choice of experiment; allowed: mnist_autoencoder, smoke"),
+    (["model=resnet"], "model=resnet: no such choice of model; allowed: autoencoder, cnn"),
+    (["trainer.max_epohcs=3"], "trainer.max_epohcs=3: no such key in the config. Fix: did you mean trainer.max_epochs"),
+    (["foo=1"], "foo=1: no such key in the config. Fix:"),
+    (["~nokey"], "~nokey: no such key in the config"),
+    (["+seed=3"], "+seed=3: seed is already in the config. Fix: seed=3 (without +)"),
+    (["+cluster=lumi"], "+cluster=lumi: cluster is already in the config. Fix: cluster=lumi (without +)"),
+    (["data.batch_size=[1,"], "data.batch_size=[1,: not a valid override"),
+    (["output_root=/proc/no/such/dir"], "output_root=/proc/no/such/dir: /proc is not writable"),
+    (["output_root=${oc.env:RV_UNSET}"], "'RV_UNSET' not found\". Fix: set what it refers to, or give output_root"),
+    (["ckpt_path=/nonexistent.ckpt"], "ckpt_path=/nonexistent.ckpt: no such file or directory. Fix: ckpt_path=last"),
+]
+
+
+def _messages(line: str) -> None:
+    """The one-line form: ERROR: key=value: what is allowed. Fix: what to do."""
+    assert line.startswith("ERROR: ") and "Fix: " in line, line
+    assert "weights_only=False" not in line
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    """As a user starts it: no launcher's rank, no HYDRA_FULL_ERROR."""
+    for name in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+
+
+def refused(overrides: list[str], capsys, tmp_path) -> str:
+    """Run train.py's check on the overrides; return the line it printed (it must exit 2)."""
+    out = tmp_path / "outputs"
+    with pytest.raises(SystemExit) as stopped:
+        check_command_line([*overrides, f"output_root={out}"] if "output_root" not in str(overrides) else overrides)
+    assert stopped.value.code == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines
+    assert not out.exists(), "a refused run made its output directory"
+    return lines[0]
+
+
+@pytest.mark.parametrize(("overrides", "message"), BAD_VALUES, ids=[" ".join(row[0]) for row in BAD_VALUES])
+def test_wrong_value_stops_with_one_line(overrides, message, capsys, tmp_path, clean_env):
+    line = refused(overrides, capsys, tmp_path)
+    _messages(line)
+    assert message in line
+
+
+def test_right_values_pass(capsys, tmp_path, clean_env):
+    good = ["experiment=smoke", "trainer.devices=auto", "trainer.limit_train_batches=0.5", "model.lr=3e-4"]
+    check_command_line([*good, "data.num_workers=2", "trainer.precision=bf16-mixed", f"output_root={tmp_path}"])
+    check_command_line(["-m", "data.batch_size=16,32", f"output_root={tmp_path}"])
+    check_command_line(["trainer.precision=16", "trainer.devices=[0]", "model.lr=0", f"output_root={tmp_path}"])
+    assert capsys.readouterr().err == ""
+
+
+def test_every_point_of_a_sweep_is_checked_before_the_first_runs(capsys, tmp_path, clean_env):
+    line = refused(["-m", "data.batch_size=16,0"], capsys, tmp_path)
+    assert "data.batch_size=0: an integer >= 1" in line
+
+
+def test_hydra_full_error_skips_the_check(monkeypatch, capsys):
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")  # the user asked for Hydra's own traceback
+    check_command_line(["seed=abc"])
+    assert capsys.readouterr().err == ""
+
+
+def test_only_rank_0_prints(monkeypatch, capsys, tmp_path, clean_env):
+    monkeypatch.setenv("RANK", "1")  # srun and torchrun start every rank with the same command line
+    with pytest.raises(SystemExit) as stopped:
+        check_command_line(["seed=abc", f"output_root={tmp_path}"])
+    assert stopped.value.code == 2 and capsys.readouterr().err == ""
+
+
+def _checkpoint_files(tmp_path):
+    torch.save({"pytorch-lightning_version": "2.6.6", "state_dict": {"w": torch.zeros(2)}}, tmp_path / "good.ckpt")
+    good = (tmp_path / "good.ckpt").read_bytes()
+    (tmp_path / "empty.ckpt").write_bytes(b"")
+    (tmp_path / "truncated.ckpt").write_bytes(good[: len(good) // 2])
+    (tmp_path / "random.ckpt").write_bytes(os.urandom(4096))
+    torch.save({"w": torch.zeros(2)}, tmp_path / "state_dict.pt")
+    torch.save({"pytorch-lightning_version": "2.6.6", "data": zipfile.ZipInfo("x")}, tmp_path / "objects.ckpt")
+    (tmp_path / "unreadable.ckpt").write_bytes(good)
+    (tmp_path / "unreadable.ckpt").chmod(0)
+
+
+CHECKPOINTS = [
+    ("empty.ckpt", "not a PyTorch checkpoint (0 bytes"),
+    ("truncated.ckpt", "not a PyTorch checkpoint ("),
+    ("random.ckpt", "not a PyTorch checkpoint (4096 bytes"),
+    ("state_dict.pt", "a torch file, but not a Lightning checkpoint"),
+    ("objects.ckpt", "does not load as a checkpoint (it holds objects other than tensors and plain values)"),
+    ("unreadable.ckpt", "not readable by this user"),
+]
+
+
+@pytest.mark.parametrize(("name", "message"), CHECKPOINTS, ids=[row[0] for row in CHECKPOINTS])
+def test_bad_checkpoint_stops_with_one_line_never_suggesting_unsafe_loading(name, message, capsys, tmp_path, clean_env):
+    if name == "unreadable.ckpt" and os.geteuid() == 0:
+        pytest.skip("root reads every file")
+    _checkpoint_files(tmp_path)
+    line = refused([f"ckpt_path={tmp_path / name}"], capsys, tmp_path)
+    _messages(line)
+    assert f"ckpt_path={tmp_path / name}: {message}" in line
+
+
+def test_a_lightning_checkpoint_and_sharded_directories_pass(capsys, tmp_path, clean_env):
+    _checkpoint_files(tmp_path)
+    check_command_line([f"ckpt_path={tmp_path / 'good.ckpt'}", f"output_root={tmp_path}"])
+    check_command_line([f"ckpt_path={tmp_path}", "ckpt_path=last", f"output_root={tmp_path}"])
+    assert capsys.readouterr().err == ""
+
+
+def test_too_little_data_for_the_processes_names_the_batch_size():
+    data = SyntheticDataModule(num_samples=64, batch_size=32)
+    data.check_enough_for(2)  # 32 each: one batch
+    with pytest.raises(SetupError, match=r"data.batch_size=32: more than the 22 training samples .* 3 process"):
+        data.check_enough_for(3)
+
+
+def test_deepspeed_not_installed_says_how_to_install_it_also_without_a_gpu(monkeypatch):
+    from omegaconf import OmegaConf
+
+    monkeypatch.setattr(checks, "_missing", lambda package: package == "deepspeed")
+    strategy = OmegaConf.create(
+        {"name": "deepspeed", "requires": {"cuda": True, "packages": ["deepspeed"], "install": "pip install ds"}}
+    )
+    for cuda_available in (False, True):
+        with pytest.raises(SetupError, match=r"(?s)'deepspeed'.* not installed.*pip install ds"):
+            checks.check_strategy(strategy, cuda_available=cuda_available)
+
+
+def test_mnist_without_internet_names_the_download_module(monkeypatch, tmp_path):
+    import importlib.util
+
+    from {{ cookiecutter.package_name }}.data.mnist import MNISTDataModule
+
+    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # nothing listens there: as if offline
+    monkeypatch.setenv("no_proxy", "")
+    with pytest.raises(SetupError) as error:
+        MNISTDataModule(root=str(tmp_path)).prepare_data()
+    message = str(error.value)
+    assert "\n" not in message and "downloading it failed" in message
+    module = message.split("python -m ")[1].split()[0]
+    assert importlib.util.find_spec(module) is not None, f"{module} does not exist"
+
+
+def test_help_hides_bases_and_test_only_choices():
+    result = subprocess.run(
+        [sys.executable, "train.py", "--help"], cwd=PROJECT, env=project_env(), capture_output=True, text=True
+    )
+    groups = result.stdout.split("== Configuration groups ==")[1].split("== Config ==")[0]
+    assert "cluster: generic, local, lumi" in groups
+    assert "_base" not in groups and "localslurm" not in groups
+
+
+# Found only once the run started: the data on disk, the processes, the GPUs. Run as a user would.
+STARTED = [
+    (
+        ["experiment=smoke", "data.num_samples=64", "data.batch_size=32", "trainer.devices=3"],
+        "data.batch_size=32: more than the 22 training samples that each of the 3 process(es) gets",
+    ),
+    (["data=mnist", "data.root={data}", "data.download=false"], "data.root={data}: MNIST is not under"),
+    (["data=mnist", "data.root={small}", "data.val_size=300"], "data.val_size=300: holds out all 256 training images"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "message"), STARTED, ids=["devices=3-tiny-set", "no-mnist", "val_size"])
+def test_train_py_stops_with_one_line_and_leaves_no_run_directory(overrides, message, tmp_path):
+    small = write_small_mnist(tmp_path / "small")
+    paths = {"data": tmp_path / "nothing", "small": small}
+    overrides = [override.format(**paths) for override in overrides]
+    out = tmp_path / "outputs"
+    result = subprocess.run(
+        [sys.executable, "train.py", *overrides, "trainer.accelerator=cpu", "logger=csv", f"output_root={out}"],
+        cwd=PROJECT,
+        env=project_env(CUDA_VISIBLE_DEVICES=""),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1 and message.format(**paths) in errors[0], result.stderr
+    _messages(errors[0])
+    assert "Traceback" not in result.stderr
+    assert not out.exists() or not any(out.iterdir()), list(out.rglob("*"))
