@@ -15,6 +15,7 @@ import pytorch_lightning as pl
 from pytorch_lightning.strategies import DDPStrategy, DeepSpeedStrategy, SingleDeviceStrategy
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
+from ..launch.run_directory import shown
 from .checkpoints import newest_checkpoint
 
 EXIT_CODES = {"SIGTERM": 128 + signal.SIGTERM, "Ctrl-C": 128 + signal.SIGINT}
@@ -51,12 +52,10 @@ class SaveOnStop(pl.Callback):
         if not trainer.is_global_zero:
             return
         newest = newest_checkpoint(self.run_dir)
-        where = f"saved {self.path}" if saved else f"newest checkpoint {newest[0]}" if newest else "no checkpoint yet"
-        print(
-            f"\nStopped by {reason} at step {trainer.global_step}: {where}. Resume: python train.py resume={self.run_dir}",
-            file=sys.stderr,
-            flush=True,
-        )
+        where = f"saved {shown(self.path)}" if saved else f"newest {shown(newest[0])}" if newest else "no checkpoint"
+        resume = f"python train.py resume={shown(self.run_dir)}"
+        print(f"\nStopped by {reason} at step {trainer.global_step}: {where}. Resume: {resume}", file=sys.stderr)
+        sys.stderr.flush()
 
     def _save(self, trainer) -> bool:
         """Rank 0 writes, with no barrier: another rank may already be gone. Only where the
