@@ -66,15 +66,28 @@ class LocalSlurm:
                 raise AssertionError(f"{failure} within {timeout} s")
             time.sleep(0.5)
 
-    def release_requeued(self, job_id: str, timeout: float = 120) -> None:
-        """A requeued job waits ~2 minutes (BeginTime) before it may start again: start it now."""
-        self.wait_for(lambda: self.job(job_id).get("Restarts") == "1", f"job {job_id} was not requeued", timeout)
+    def release_requeued(self, job_id: str, restarts: int = 1, timeout: float = 120) -> None:
+        """A requeued job waits ~2 minutes (BeginTime) before it may start again: start it now.
+
+        Not while Slurm still cleans up the killed run: given nodes again in the same second,
+        the job was killed as "non-startable" (Job credential revoked) in 3 of 15 runs. So wait
+        until it is PENDING and no node is COMPLETING, then 2 s more, as a real requeue waits."""
+        self.wait_for(
+            lambda: int(self.job(job_id).get("Restarts", 0)) >= restarts and self.job(job_id)["JobState"] == "PENDING",
+            f"job {job_id} was not requeued (restart {restarts})",
+            timeout,
+        )
+        self.wait_for(lambda: "COMPLETING" not in self.node_states(), "nodes still COMPLETING", timeout)
+        time.sleep(2)
         deadline = time.monotonic() + timeout
-        while self.job(job_id)["JobState"] in ("PENDING", "REQUEUED", "COMPLETING", "REQUEUE_HOLD", "REQUEUE_FED"):
+        while self.job(job_id)["JobState"] == "PENDING":
             if time.monotonic() > deadline:
                 raise AssertionError(f"requeued job {job_id} did not start again within {timeout} s")
             self.command("scontrol", "update", f"jobid={job_id}", "StartTime=now", check=False)
-            time.sleep(1)
+            time.sleep(2)
+
+    def node_states(self) -> str:
+        return self.command("sinfo", "--noheader", "--Node", "--format=%T").stdout.upper()
 
     def log(self, script: Path, job_id: str) -> str:
         return job_log(script, job_id)

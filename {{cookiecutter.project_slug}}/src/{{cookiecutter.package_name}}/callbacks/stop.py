@@ -1,9 +1,10 @@
 """SIGTERM (Slurm's time limit, scancel) and Ctrl-C: save, then exit non-zero with the resume command.
 
 Lightning turns SIGTERM into an exception at the next batch boundary and exits 0, so the
-job reads as COMPLETED. Here Ctrl-C takes the same clean path (a second Ctrl-C stops at
+job reads as COMPLETED. Here Ctrl-C takes the same clean path (a second signal stops at
 once); the state is saved to last.ckpt, one line names it and the resume command, and the
-process exits 143 (SIGTERM) or 130 (Ctrl-C) as shells and Slurm expect.
+process exits 143 (SIGTERM) or 130 (Ctrl-C) as shells and Slurm expect. (A job that requeued
+itself on SIGUSR1 has already left: callbacks/requeue.py.)
 """
 
 import signal
@@ -25,21 +26,28 @@ class SaveOnStop(pl.Callback):
     def __init__(self, dirpath: str, run_dir: str):
         self.path = Path(dirpath) / "last.ckpt"
         self.run_dir = Path(run_dir)
-        self.reason: str | None = None  # set by our Ctrl-C handler
+        self.reason: str | None = None  # set by the signal handler
+        self.previous: dict = {}
         self.exit_code: int | None = None
 
     def on_train_start(self, trainer, pl_module):
-        def on_ctrl_c(signum, frame):
-            if self.reason:  # the second Ctrl-C: stop now
+        # Lightning's own SIGTERM handler runs a collective inside the handler, which can pair
+        # with another rank's gradient all-reduce; this one only raises the flag that the loop
+        # checks at the next batch boundary (and passes the signal on to processes it started).
+        def on_signal(signum, frame):
+            if self.reason:  # a second Ctrl-C or SIGTERM: stop now
                 raise KeyboardInterrupt
-            self.reason = "Ctrl-C"
-            trainer._signal_connector.received_sigterm = True  # stop at the next batch boundary
-            print("\nCtrl-C: saving at the end of this step (again: stop at once)", file=sys.stderr, flush=True)
+            self.reason = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+            if signum == signal.SIGTERM and trainer.strategy.launcher is not None:
+                trainer.strategy.launcher.kill(signum)  # Ctrl-C reaches them from the terminal
+            trainer._signal_connector.received_sigterm = True
+            print(f"\n{self.reason}: saving at the end of this step", file=sys.stderr, flush=True)
 
-        self.previous_handler = signal.signal(signal.SIGINT, on_ctrl_c)
+        self.previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
 
     def on_train_end(self, trainer, pl_module):
-        signal.signal(signal.SIGINT, self.previous_handler)
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
 
     def on_exception(self, trainer, pl_module, exception):
         if isinstance(exception, SIGTERMException):
