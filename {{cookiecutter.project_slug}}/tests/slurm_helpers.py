@@ -1,6 +1,9 @@
 """Submit jobs to the local Slurm of the tests and look at what they did."""
 
+import contextlib
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -85,6 +88,27 @@ class LocalSlurm:
                 raise AssertionError(f"requeued job {job_id} did not start again within {timeout} s")
             self.command("scontrol", "update", f"jobid={job_id}", "StartTime=now", check=False)
             time.sleep(2)
+
+    def kill_step(self, job_id: str, step: str = "0") -> int:
+        """SIGKILL the training processes of a job step, as a failed node would end them: no
+        signal they could act on (`scancel --signal=KILL` cancels the job, with SIGTERM first).
+        The processes are found by their Slurm variables; returns how many were killed."""
+        killed = 0
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                env = dict(
+                    item.split("=", 1) for item in (proc / "environ").read_text().split("\0") if "=" in item
+                )
+                is_training = "train.py" in (proc / "cmdline").read_text()
+            except (OSError, ValueError):
+                continue  # not a process, gone, or not ours to read
+            if is_training and env.get("SLURM_JOB_ID") == job_id and env.get("SLURM_STEP_ID") == step:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(proc.name), signal.SIGKILL)
+                    killed += 1
+        return killed
 
     def node_states(self) -> str:
         return self.command("sinfo", "--noheader", "--Node", "--format=%T").stdout.upper()
