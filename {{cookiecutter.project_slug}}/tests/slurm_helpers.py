@@ -98,9 +98,7 @@ class LocalSlurm:
             if not proc.name.isdigit():
                 continue
             try:
-                env = dict(
-                    item.split("=", 1) for item in (proc / "environ").read_text().split("\0") if "=" in item
-                )
+                env = dict(item.split("=", 1) for item in (proc / "environ").read_text().split("\0") if "=" in item)
                 is_training = "train.py" in (proc / "cmdline").read_text()
             except (OSError, ValueError):
                 continue  # not a process, gone, or not ours to read
