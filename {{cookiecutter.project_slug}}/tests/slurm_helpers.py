@@ -102,7 +102,8 @@ class LocalSlurm:
                 is_training = "train.py" in (proc / "cmdline").read_text()
             except (OSError, ValueError):
                 continue  # not a process, gone, or not ours to read
-            if is_training and env.get("SLURM_JOB_ID") == job_id and env.get("SLURM_STEP_ID") == step:
+            ours = env.get("SLURM_CONF") == str(self.conf)  # not a job of another Slurm on this machine
+            if is_training and ours and env.get("SLURM_JOB_ID") == job_id and env.get("SLURM_STEP_ID") == step:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(proc.name), signal.SIGKILL)
                     killed += 1
