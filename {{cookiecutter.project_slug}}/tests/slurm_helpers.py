@@ -3,6 +3,7 @@
 import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -46,6 +47,8 @@ class LocalSlurm:
     def submit(self, script: Path, *train_overrides: str, sbatch_options: tuple[str, ...] = ()) -> str:
         """sbatch from the project directory; returns the job id. The job name is the test's
         directory: job ids start again at 2 in each session, and the logs are named after both."""
+        for stale in (PROJECT / "logs").glob(f"{script.parent.name}-*"):  # an earlier session's job of this id
+            shutil.rmtree(stale)
         options = [f"--job-name={script.parent.name}", f"--output={script.parent / '%x-%j.out'}", *sbatch_options]
         result = self.command("sbatch", "--parsable", *options, str(script), *train_overrides)
         return result.stdout.strip().split(";")[0]

@@ -41,7 +41,12 @@ def run_checkpoints(run_dir: Path) -> list[Path]:
 
 def newest_checkpoint(run_dir: Path) -> tuple[Path, int] | None:
     """The checkpoint with the highest global step (the newer file on a tie), and its step."""
-    steps = [(checkpoint_step(path), path.stat().st_mtime, path) for path in run_checkpoints(run_dir)]
+    steps = []
+    for path in run_checkpoints(run_dir):
+        try:
+            steps.append((checkpoint_step(path), path.stat().st_mtime, path))
+        except FileNotFoundError:  # the best checkpoint replaced by a better one meanwhile
+            continue
     if not steps:
         return None
     step, _mtime, path = max(steps, key=lambda item: item[:2])
