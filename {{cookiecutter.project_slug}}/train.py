@@ -4,6 +4,7 @@ python train.py                                    # this machine, defaults
 python train.py experiment=smoke                   # a quick check on synthetic data
 python train.py trainer.devices=2 strategy=ddp     # two processes (CPUs or GPUs)
 python train.py strategy=deepspeed_stage_2 cluster=lumi
+python train.py resume=outputs/<id> trainer.max_epochs=20   # continue a run, with its config
 python train.py --help                             # every option group and choice
 """
 
@@ -19,6 +20,7 @@ from {{ cookiecutter.package_name }}.launch.command_line import (
 )
 from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
 from {{ cookiecutter.package_name }}.launch.errors import SetupError
+from {{ cookiecutter.package_name }}.launch.run_directory import resume_overrides
 from {{ cookiecutter.package_name }}.slurm.profiles import add_detected_cluster
 
 register_resolvers()  # ${default_run_id:} etc., needed before Hydra reads the configs
@@ -46,7 +48,16 @@ def end_process_group() -> None:
         dist.destroy_process_group()
 
 
+def expand_resume(argv: list[str]) -> list[str]:
+    """`resume=DIR`: the overrides that run was started with, the new ones on top."""
+    try:
+        return resume_overrides(argv)
+    except SetupError as error:
+        stop(str(error))
+
+
 if __name__ == "__main__":
+    sys.argv[1:] = expand_resume(sys.argv[1:])
     # On a known cluster (SLURM_CLUSTER_NAME or the host name) its profile is the default.
     sys.argv[1:] = add_detected_cluster(sys.argv[1:])
     check_command_line(sys.argv[1:])  # a wrong choice or value: one line, exit 2, nothing made

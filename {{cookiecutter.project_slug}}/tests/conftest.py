@@ -37,7 +37,7 @@ def shellcheck() -> str:
 
 
 @pytest.fixture(scope="session")
-def local_slurm():
+def local_slurm(request):
     """A 2-node Slurm on this machine, started once for the session (needs root; installs slurm-wlm)."""
     if os.geteuid() != 0:
         pytest.skip("starting a local Slurm needs root (CI runs as root)")
@@ -66,5 +66,11 @@ def local_slurm():
     try:
         yield LocalSlurm(conf=directory / "etc" / "slurm.conf", partition="gpu")
     finally:
+        if request.session.testsfailed:  # Slurm's side of a failure: its logs outlive the cluster
+            kept = Path(tempfile.mkdtemp(prefix="local-slurm-logs-"))
+            shutil.copytree(directory / "log", kept, dirs_exist_ok=True)
+            reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                reporter.write_line(f"\nA test failed: Slurm's logs are kept in {kept}")
         stop = ["bash", str(SLURM_SCRIPTS / "stop-local-slurm.sh"), "--purge"]
         subprocess.run(stop, env=env, capture_output=True, timeout=300)

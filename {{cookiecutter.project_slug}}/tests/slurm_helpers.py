@@ -1,6 +1,10 @@
 """Submit jobs to the local Slurm of the tests and look at what they did."""
 
+import contextlib
+import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -43,6 +47,8 @@ class LocalSlurm:
     def submit(self, script: Path, *train_overrides: str, sbatch_options: tuple[str, ...] = ()) -> str:
         """sbatch from the project directory; returns the job id. The job name is the test's
         directory: job ids start again at 2 in each session, and the logs are named after both."""
+        for stale in (PROJECT / "logs").glob(f"{script.parent.name}-*"):  # an earlier session's job of this id
+            shutil.rmtree(stale)
         options = [f"--job-name={script.parent.name}", f"--output={script.parent / '%x-%j.out'}", *sbatch_options]
         result = self.command("sbatch", "--parsable", *options, str(script), *train_overrides)
         return result.stdout.strip().split(";")[0]
@@ -66,15 +72,48 @@ class LocalSlurm:
                 raise AssertionError(f"{failure} within {timeout} s")
             time.sleep(0.5)
 
-    def release_requeued(self, job_id: str, timeout: float = 120) -> None:
-        """A requeued job waits ~2 minutes (BeginTime) before it may start again: start it now."""
-        self.wait_for(lambda: self.job(job_id).get("Restarts") == "1", f"job {job_id} was not requeued", timeout)
+    def release_requeued(self, job_id: str, restarts: int = 1, timeout: float = 120) -> None:
+        """A requeued job waits ~2 minutes (BeginTime) before it may start again: start it now.
+
+        Not while Slurm still cleans up the killed run: given nodes again in the same second,
+        the job was killed as "non-startable" (Job credential revoked) in 3 of 15 runs. So wait
+        until it is PENDING and no node is COMPLETING, then 2 s more, as a real requeue waits."""
+        self.wait_for(
+            lambda: int(self.job(job_id).get("Restarts", 0)) >= restarts and self.job(job_id)["JobState"] == "PENDING",
+            f"job {job_id} was not requeued (restart {restarts})",
+            timeout,
+        )
+        self.wait_for(lambda: "COMPLETING" not in self.node_states(), "nodes still COMPLETING", timeout)
+        time.sleep(2)
         deadline = time.monotonic() + timeout
-        while self.job(job_id)["JobState"] in ("PENDING", "REQUEUED", "COMPLETING", "REQUEUE_HOLD", "REQUEUE_FED"):
+        while self.job(job_id)["JobState"] == "PENDING":
             if time.monotonic() > deadline:
                 raise AssertionError(f"requeued job {job_id} did not start again within {timeout} s")
             self.command("scontrol", "update", f"jobid={job_id}", "StartTime=now", check=False)
-            time.sleep(1)
+            time.sleep(2)
+
+    def kill_step(self, job_id: str, step: str = "0") -> int:
+        """SIGKILL the training processes of a job step, as a failed node would end them: no
+        signal they could act on (`scancel --signal=KILL` cancels the job, with SIGTERM first).
+        The processes are found by their Slurm variables; returns how many were killed."""
+        killed = 0
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                env = dict(item.split("=", 1) for item in (proc / "environ").read_text().split("\0") if "=" in item)
+                is_training = "train.py" in (proc / "cmdline").read_text()
+            except (OSError, ValueError):
+                continue  # not a process, gone, or not ours to read
+            ours = env.get("SLURM_CONF") == str(self.conf)  # not a job of another Slurm on this machine
+            if is_training and ours and env.get("SLURM_JOB_ID") == job_id and env.get("SLURM_STEP_ID") == step:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(proc.name), signal.SIGKILL)
+                    killed += 1
+        return killed
+
+    def node_states(self) -> str:
+        return self.command("sinfo", "--noheader", "--Node", "--format=%T").stdout.upper()
 
     def log(self, script: Path, job_id: str) -> str:
         return job_log(script, job_id)

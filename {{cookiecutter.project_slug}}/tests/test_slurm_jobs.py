@@ -2,13 +2,17 @@
 DDP over gloo and Horovod over MPI on CPUs, 4 ranks at most. Job times are printed (pytest -s)
 for the README."""
 
+import shutil
+import time
+
 import pytest
 import torch
 
+from {{ cookiecutter.package_name }}.callbacks.checkpoints import newest_checkpoint
 from {{ cookiecutter.package_name }}.slurm.profiles import choices, load
 from {{ cookiecutter.package_name }}.slurm.render import LAUNCHERS, MPI_LAUNCHERS, SCRIPTS, Job, render
 
-from tests.helpers import FAST, assert_same_weights, recorded, require_horovod
+from tests.helpers import FAST, PROJECT, assert_same_weights, recorded, require_horovod
 from tests.slurm_helpers import write_script
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -28,14 +32,15 @@ def check_ddp_run(finished, outputs, record, world_size):
     assert set(writes) == {0}, f"only rank 0 may write checkpoints, got writes from ranks {sorted(writes)}"
 
 
-def start_slow_job(local_slurm, tmp_path, launcher):
-    """Submit a 2-node job of 12 short epochs that records where each start began; return
-    once it has written its first checkpoint, so that it can be signalled mid-training."""
+def start_slow_job(local_slurm, tmp_path, launcher, epochs=12, *overrides):
+    """Submit a 2-node job of short epochs (2 steps each) that records where each start began;
+    return once it has written its first checkpoint, so that it can be signalled mid-training."""
     script = write_script(tmp_path, nodes=2, launcher=launcher)
     job_id = local_slurm.submit(
         script,
         *FAST,
-        "trainer.max_epochs=12",
+        f"trainer.max_epochs={epochs}",
+        *overrides,
         f"output_root={tmp_path / 'outputs'}",
         *RECORD,
         f"+callbacks.record.path={tmp_path / 'record'}",
@@ -91,7 +96,7 @@ def test_preempted_job_checkpoints_requeues_and_resumes(local_slurm, tmp_path):
     assert hpc, f"no hpc checkpoint:\n{log}"
     saved = torch.load(hpc[-1], weights_only=False)
     assert 0 < saved["global_step"] < 12 * 2
-    first, second = [tuple(map(int, line.split())) for line in (starts / "starts-rank0.txt").read_text().splitlines()]
+    first, second = starts_of(starts)
     assert first == (0, 0)
     # Resumed at the saved step; a checkpoint taken after an epoch's last batch (2 steps per
     # epoch here) continues with the next epoch.
@@ -117,12 +122,102 @@ def test_torchrun_job_is_requeued_by_its_batch_shell(local_slurm, tmp_path):
     assert info["JobState"] == "COMPLETED", f"job {job_id} ended {info['JobState']}:\n{log}"
     assert f"SIGUSR1: requeueing job {job_id}" in log
 
-    first, second = [tuple(map(int, line.split())) for line in (starts / "starts-rank0.txt").read_text().splitlines()]
+    first, second = starts_of(starts)
     assert first == (0, 0)
     assert second[0] >= 1 and second[1] >= 2, f"the requeued run started at epoch/step {second}, not from last.ckpt"
     weights, _ = recorded(record)
     assert_same_weights(weights, world_size=4)
     assert {w["global_step"] for w in weights} == {12 * 2}
+
+
+def starts_of(starts) -> list[tuple[int, int]]:
+    """(epoch, global_step) at each start of training, as rank 0 recorded them."""
+    return [tuple(map(int, line.split())) for line in (starts / "starts-rank0.txt").read_text().splitlines()]
+
+
+@pytest.mark.timeout(1200)  # four starts of 4 ranks on a CI machine of 2 cores
+def test_requeue_after_a_killed_step_resumes_from_the_newest_checkpoint(local_slurm, tmp_path):
+    """A node failure, as Slurm sees it: the step is SIGKILLed (no signal to save on), the job
+    is requeued (`scontrol requeue`), three times. Each restart continues from the newest
+    checkpoint (the timed last.ckpt mid-epoch), also when a stale hpc checkpoint lies beside
+    it; global_step only grows, and the time lost is at most one checkpoint interval."""
+    timed = ["callbacks.timed_checkpoint.every_minutes=0.005", "callbacks.timed_checkpoint.check_every_n_steps=1"]
+    script, job_id = start_slow_job(local_slurm, tmp_path, "srun", 14, *timed)  # every 0.3 s, at a step end
+    run = tmp_path / "outputs" / f"slurm-{job_id}"
+    resumed_from, lost = [0], []
+    for cycle in (1, 2, 3):
+        local_slurm.wait_for(
+            lambda: (newest_checkpoint(run) or (None, -1))[1] >= resumed_from[-1] + 3,
+            f"job {job_id} made no progress in cycle {cycle}",
+            timeout=300,
+        )
+        assert local_slurm.kill_step(job_id) == 4, "not every rank was found"  # all die at once
+        killed = time.time()
+        local_slurm.wait(job_id, timeout=120)  # srun: killed tasks -> the job FAILED
+        local_slurm.command("scontrol", "requeue", job_id)
+        path, step = newest_checkpoint(run)
+        lost.append(killed - path.stat().st_mtime)
+        assert step >= resumed_from[-1], f"cycle {cycle}: the newest checkpoint went back to step {step}"
+        if cycle == 1:
+            shutil.copy(path, tmp_path / "early.ckpt")
+        if cycle == 2:  # an older hpc checkpoint, written later (as after an earlier preemption)
+            shutil.copy(tmp_path / "early.ckpt", run / "hpc_ckpt_1.ckpt")
+        resumed_from.append(step)
+        local_slurm.release_requeued(job_id, restarts=cycle)
+    info = local_slurm.wait(job_id, timeout=600)
+    log = local_slurm.log(script, job_id)
+    print(f"\nkill + requeue: 3 cycles, resumed at steps {resumed_from[1:]}, at most {max(lost):.1f} s lost")
+    assert info["JobState"] == "COMPLETED", f"job {job_id} ended {info['JobState']}:\n{log}"
+    steps = [step for _epoch, step in starts_of(tmp_path / "starts")]
+    assert steps == resumed_from, "a restart did not continue from the newest checkpoint"
+    assert steps == sorted(steps) and len(set(steps)) == len(steps), f"global_step went back: {steps}"
+    weights, _ = recorded(tmp_path / "record")
+    assert_same_weights(weights, world_size=4)
+    # All 14 epochs done. A restart in the middle of an epoch may train up to its 2 batches
+    # again (Lightning restarts a plain DataLoader's epoch), so the count may pass 14 x 2.
+    last = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)
+    assert last["epoch"] == 13 and last["global_step"] >= 14 * 2
+    assert {w["global_step"] for w in weights} == {last["global_step"]}
+    assert max(lost) < 30, f"lost {max(lost):.1f} s of training in one cycle"
+    assert not list(run.rglob("*.partial")), "a partial checkpoint file is left"
+
+
+def test_sigterm_saves_and_the_job_fails_with_the_resume_command(local_slurm, tmp_path):
+    """scancel (or the time limit) sends SIGTERM: the ranks save at the next step and exit 143,
+    so the job reads FAILED, not COMPLETED, and the log says where to resume from."""
+    script, job_id = start_slow_job(local_slurm, tmp_path, "srun", 40)
+    run = tmp_path / "outputs" / f"slurm-{job_id}"
+    before = newest_checkpoint(run)[1]
+    local_slurm.command("scancel", "--signal=TERM", job_id)
+    info = local_slurm.wait(job_id, timeout=300)
+    log = local_slurm.log(script, job_id)
+    assert info["JobState"] == "FAILED", f"job {job_id} ended {info['JobState']}:\n{log}"
+    path, step = newest_checkpoint(run)
+    assert step >= before and path.name == "last.ckpt"
+    line = next(line for line in log.splitlines() if line.startswith("Stopped by SIGTERM"))
+    assert f"at step {step}: saved " in line and f"Resume: python train.py resume={run}" in line
+    assert "Traceback" not in log
+
+
+def test_two_job_steps_in_one_allocation_get_their_own_run_directories(local_slurm, tmp_path):
+    """Two `srun python train.py` at once in one job: two runs, two directories."""
+    script = tmp_path / "two-steps.sh"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n#SBATCH --cpus-per-task=1\n"
+        "#SBATCH --time=00:10:00\nset -euo pipefail\nexport OMP_NUM_THREADS=1\n"
+        f"cd {PROJECT}\n"
+        "for step in 0 1; do\n"
+        '    srun --nodes=1 --ntasks=1 --exact python train.py cluster.devices=1 cluster.num_nodes=1 "$@" &\n'
+        "done\nwait\n"
+    )
+    outputs = tmp_path / "outputs"
+    finished = local_slurm.run(script, *FAST, "trainer.max_epochs=1", f"output_root={outputs}", timeout=300)
+    assert finished.state == "COMPLETED", f"job {finished.job_id} ended {finished.state}:\n{finished.log}"
+    job = finished.job_id
+    assert sorted(d.name for d in outputs.iterdir()) == [f"slurm-{job}", f"slurm-{job}.1"]
+    for run in outputs.iterdir():
+        assert (run / ".hydra" / "config.yaml").exists()
+        assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 4
 
 
 def test_mismatched_allocation_fails_fast_with_the_fix(local_slurm, tmp_path):

@@ -1,13 +1,17 @@
 """Build the model, data and Trainer from the composed config, then train."""
 
 import os
+from pathlib import Path
 
 import pytorch_lightning as pl
+from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 from pytorch_lightning.utilities import rank_zero_info
 
+from .callbacks.stop import stop_exit_code
 from .launch.checks import check_environment
+from .launch.run_directory import checkpoint_to_resume
 from .launch.warnings import quiet_benign_messages
 
 
@@ -46,16 +50,24 @@ def processes(trainer: pl.Trainer) -> int:
         return 1
 
 
+def resume_from(cfg: DictConfig) -> str | None:
+    """The checkpoint to start from; refuses a start that would overwrite a run's checkpoints."""
+    subdir = HydraConfig.get().output_subdir if HydraConfig.initialized() else None
+    return checkpoint_to_resume(cfg.ckpt_path, Path(cfg.output_dir), subdir)
+
+
 def run(cfg: DictConfig) -> pl.Trainer:
     check_environment(cfg)
     quiet_benign_messages()
+    ckpt_path = resume_from(cfg)
     pl.seed_everything(cfg.seed, workers=True)
     datamodule = instantiate(cfg.data)
     model = instantiate(cfg.model)
     trainer = build_trainer(cfg)
     datamodule.check_enough_for(processes(trainer))
     rank_zero_info(f"Run directory (shared by all ranks): {cfg.output_dir}")
-    trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
+    with stop_exit_code(trainer):  # SIGTERM, Ctrl-C: saved, then 143 / 130
+        trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
     if cfg.test_after_fit:
         trainer.test(model, datamodule=datamodule)
     return trainer

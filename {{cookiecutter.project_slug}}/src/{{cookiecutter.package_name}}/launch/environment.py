@@ -31,23 +31,48 @@ def global_rank() -> int:
     return 0
 
 
+def _started() -> str:
+    """This process's start: time and pid, so that two runs started in the same second differ."""
+    return f"{datetime.now():%Y-%m-%d_%H-%M-%S}_{os.getpid()}"
+
+
+def _slurm_run_id(env) -> str:
+    """One directory per run, also for several runs in one allocation.
+
+    The batch job and its first job step share `slurm-<job>` (a requeued job, same id, finds
+    it again); a later step (`srun` number N > 0 of the job) gets `slurm-<job>.N`. In an
+    interactive allocation (salloc: no ENVIRONMENT=BATCH) every srun is its own step, and a
+    `python train.py` typed into the allocation's shell gets its start time.
+    """
+    job = env["SLURM_JOB_ID"]
+    if "SLURM_ARRAY_JOB_ID" in env:
+        job = f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}"
+    step = env.get("SLURM_STEP_ID")
+    if step is not None and not step.isdigit():
+        step = None  # the batch or extern step
+    if env.get("ENVIRONMENT") == "BATCH":
+        return f"slurm-{job}" if step in (None, "0") else f"slurm-{job}.{step}"
+    if step is not None:
+        return f"slurm-{job}.{step}"
+    return env.setdefault("RUN_ID", f"slurm-{job}-{_started()}")
+
+
 def default_run_id() -> str:
     """A name for this run that every rank computes identically, and that survives requeues.
 
-    - Slurm: the job id (unchanged when Slurm requeues the job, so the run resumes in place).
+    - Slurm: the job id (unchanged when Slurm requeues the job, so the run resumes in place);
+      see _slurm_run_id for job steps and interactive allocations.
     - torchrun: its rendezvous id; with the default id ("none") the id of the torchrun
       agent process, which is the parent of all local workers.
     - horovodrun (gloo): the date and its rendezvous port, which all its workers share.
     - mpirun (also under horovodrun --mpi): the date and the job's PMIx namespace.
-    - otherwise: the start time, kept in the environment variable RUN_ID: the value stays
-      the same when the config is resolved again, and the processes that Lightning's
-      launcher starts inherit it.
+    - otherwise: the start time and process id, kept in the environment variable RUN_ID: the
+      value stays the same when the config is resolved again, and the processes that
+      Lightning's launcher starts inherit it.
     """
     env = os.environ
-    if "SLURM_ARRAY_JOB_ID" in env:
-        return f"slurm-{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}"
     if "SLURM_JOB_ID" in env:
-        return f"slurm-{env['SLURM_JOB_ID']}"
+        return _slurm_run_id(env)
     if "TORCHELASTIC_RUN_ID" in env:
         run_id = env["TORCHELASTIC_RUN_ID"]
         return f"torchrun-{os.getppid() if run_id == 'none' else run_id}"
@@ -55,20 +80,23 @@ def default_run_id() -> str:
         return f"horovod-{datetime.now():%Y-%m-%d}-{env['HOROVOD_GLOO_RENDEZVOUS_PORT']}"
     if "PMIX_NAMESPACE" in env:
         return f"mpi-{datetime.now():%Y-%m-%d}-{env['PMIX_NAMESPACE']}"
-    return env.setdefault("RUN_ID", datetime.now().strftime("%Y-%m-%d_%H-%M-%S"))
+    return env.setdefault("RUN_ID", _started())
 
 
-def hydra_output_subdir() -> str | None:
-    """Only rank 0 saves the composed config (`.hydra/`); the others would write the same files."""
-    return ".hydra" if global_rank() == 0 else None
+def restarted() -> bool:
+    """Slurm requeued this job, or torchrun restarted its workers: continue the run in place."""
+    env = os.environ
+    return int(env.get("SLURM_RESTART_COUNT") or 0) > 0 or int(env.get("TORCHELASTIC_RESTART_COUNT") or 0) > 0
 
 
 def register_resolvers() -> None:
     """Make the functions above usable in the YAML configs as `${run_id:}` etc."""
     from omegaconf import OmegaConf
 
+    from .run_directory import output_subdir
+
     OmegaConf.register_new_resolver("default_run_id", default_run_id, replace=True)
-    OmegaConf.register_new_resolver("hydra_output_subdir", hydra_output_subdir, replace=True)
+    OmegaConf.register_new_resolver("hydra_output_subdir", output_subdir, replace=True)
     OmegaConf.register_new_resolver("slurm_job", _slurm_job, replace=True)
     from .command_line import config_groups  # for `--help`: the choices without bases and test-only ones
 

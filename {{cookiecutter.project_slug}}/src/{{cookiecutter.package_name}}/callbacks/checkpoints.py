@@ -1,0 +1,124 @@
+"""Checkpoints that only move forward, and a last.ckpt every N minutes.
+
+- Writes are atomic: `<name>.partial` beside the target, fsync, rename. A kill during the
+  write leaves the previous checkpoint whole (the next start removes the `.partial`).
+- A save never replaces a checkpoint of a higher global step (a run that restarted from
+  an older state must not overwrite newer work).
+- TimedCheckpoint bounds what a node failure loses: only rank 0 reads the clock, and the
+  ranks agree on its answer only every `check_every_n_steps` steps (no collective per step).
+"""
+
+import os
+import time
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
+from pytorch_lightning.utilities import rank_zero_warn
+
+PARTIAL = ".partial"
+
+
+def checkpoint_step(path: Path) -> int:
+    """The global step saved in a checkpoint file (or DeepSpeed's directory), -1 if unreadable."""
+    if path.is_dir():  # DeepSpeed: <name>/checkpoint/mp_rank_00_model_states.pt
+        states = sorted(path.glob("checkpoint/mp_rank_*_model_states.pt"))
+        if not states:
+            return -1
+        path = states[0]
+    try:  # mmap: only the small header is read, not the tensors
+        return int(torch.load(path, map_location="cpu", mmap=True, weights_only=False).get("global_step", -1))
+    except Exception:  # a truncated file from an older version, or another format
+        return -1
+
+
+def run_checkpoints(run_dir: Path) -> list[Path]:
+    """Every checkpoint of a run: checkpoints/*.ckpt (last, best, timed) and hpc_ckpt_*.ckpt."""
+    found = [*run_dir.glob("checkpoints/*.ckpt"), *run_dir.glob("hpc_ckpt_*.ckpt")]
+    return [path for path in found if not path.name.endswith(PARTIAL)]
+
+
+def newest_checkpoint(run_dir: Path) -> tuple[Path, int] | None:
+    """The checkpoint with the highest global step (the newer file on a tie), and its step."""
+    steps = []
+    for path in run_checkpoints(run_dir):
+        try:
+            steps.append((checkpoint_step(path), path.stat().st_mtime, path))
+        except FileNotFoundError:  # the best checkpoint replaced by a better one meanwhile
+            continue
+    if not steps:
+        return None
+    step, _mtime, path = max(steps, key=lambda item: item[:2])
+    return path, step
+
+
+def remove_partial_files(run_dir: Path) -> None:
+    """What a kill during a write left behind (rank 0, before training)."""
+    for path in [*run_dir.glob(f"checkpoints/*{PARTIAL}"), *run_dir.glob(f"*{PARTIAL}")]:
+        path.unlink(missing_ok=True)
+
+
+class ForwardOnlyCheckpointIO(TorchCheckpointIO):
+    """torch.save through a temporary file; refuses to replace a checkpoint of a higher step."""
+
+    def __init__(self):
+        self.steps: dict[str, int] = {}  # what this process wrote: no need to read it back
+
+    def save_checkpoint(self, checkpoint, path, storage_options=None):
+        if "://" in str(path):  # a remote file system: Lightning's own way
+            return super().save_checkpoint(checkpoint, path, storage_options)
+        path = Path(path)
+        step = int(checkpoint.get("global_step", -1))
+        existing = self.steps.get(str(path))
+        if existing is None and path.exists():
+            existing = checkpoint_step(path)
+        if existing is not None and existing > step:
+            rank_zero_warn(f"Not saving {path} at step {step}: it holds step {existing}, newer work.")
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(path.name + PARTIAL)
+        with open(partial, "wb") as file:
+            torch.save(checkpoint, file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(partial, path)  # atomic on POSIX: readers see the old file or the new one
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)  # the rename itself survives a crash of the node
+        finally:
+            os.close(directory)
+        self.steps[str(path)] = step
+
+
+class TimedCheckpoint(pl.Callback):
+    """Also write `<dirpath>/last.ckpt` every `every_minutes` of training, mid-epoch.
+
+    Also installs ForwardOnlyCheckpointIO where the strategy uses Lightning's plain torch.save
+    (DeepSpeed and sharded strategies write their own formats)."""
+
+    def __init__(self, dirpath: str, every_minutes: float = 30, check_every_n_steps: int = 64):
+        self.path = Path(dirpath) / "last.ckpt"
+        self.seconds = every_minutes * 60
+        self.check_every_n_steps = check_every_n_steps
+        self.last_save = time.monotonic()
+        self.checked_step = -1
+
+    def setup(self, trainer, pl_module, stage):
+        if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
+            trainer.strategy.checkpoint_io = ForwardOnlyCheckpointIO()
+
+    def on_train_start(self, trainer, pl_module):
+        self.last_save = time.monotonic()
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint):
+        self.last_save = time.monotonic()  # any checkpoint (epoch end, hpc) restarts the clock
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        step = trainer.global_step
+        if self.seconds <= 0 or step % self.check_every_n_steps or step == self.checked_step:
+            return  # also once only per step when gradients accumulate over several batches
+        self.checked_step = step
+        due = trainer.is_global_zero and time.monotonic() - self.last_save >= self.seconds
+        if trainer.strategy.broadcast(due, src=0):  # every rank takes part in the save
+            trainer.save_checkpoint(self.path)

@@ -1,0 +1,88 @@
+"""SIGTERM (Slurm's time limit, scancel) and Ctrl-C: save, then exit non-zero with the resume command.
+
+Lightning turns SIGTERM into an exception at the next batch boundary and exits 0, so the
+job reads as COMPLETED. Here Ctrl-C takes the same clean path (a second signal stops at
+once); the state is saved to last.ckpt, one line names it and the resume command, and the
+process exits 143 (SIGTERM) or 130 (Ctrl-C) as shells and Slurm expect. (A job that requeued
+itself on SIGUSR1 has already left: callbacks/requeue.py.)
+"""
+
+import signal
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytorch_lightning as pl
+from pytorch_lightning.strategies import DDPStrategy, DeepSpeedStrategy, SingleDeviceStrategy
+from pytorch_lightning.utilities.exceptions import SIGTERMException
+
+from ..launch.run_directory import shown
+from .checkpoints import newest_checkpoint
+
+EXIT_CODES = {"SIGTERM": 128 + signal.SIGTERM, "Ctrl-C": 128 + signal.SIGINT}
+
+
+class SaveOnStop(pl.Callback):
+    def __init__(self, dirpath: str, run_dir: str):
+        self.path = Path(dirpath) / "last.ckpt"
+        self.run_dir = Path(run_dir)
+        self.reason: str | None = None  # set by the signal handler
+        self.previous: dict = {}
+        self.exit_code: int | None = None
+
+    def on_train_start(self, trainer, pl_module):
+        # Lightning's own SIGTERM handler runs a collective inside the handler, which can pair
+        # with another rank's gradient all-reduce; this one only raises the flag that the loop
+        # checks at the next batch boundary (and passes the signal on to processes it started).
+        def on_signal(signum, frame):
+            if self.reason:  # a second Ctrl-C or SIGTERM: stop now
+                raise KeyboardInterrupt
+            self.reason = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+            if signum == signal.SIGTERM and trainer.strategy.launcher is not None:
+                trainer.strategy.launcher.kill(signum)  # Ctrl-C reaches them from the terminal
+            trainer._signal_connector.received_sigterm = True
+            print(f"\n{self.reason}: saving at the end of this step", file=sys.stderr, flush=True)
+
+        self.previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
+
+    def on_train_end(self, trainer, pl_module):
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+
+    def on_exception(self, trainer, pl_module, exception):
+        if isinstance(exception, SIGTERMException):
+            reason, saved = self.reason or "SIGTERM", self._save(trainer)
+        elif isinstance(exception, KeyboardInterrupt):  # mid-step: nothing consistent to save
+            reason, saved = "Ctrl-C", False
+        else:
+            return
+        self.exit_code = EXIT_CODES[reason]
+        if not trainer.is_global_zero:
+            return
+        newest = newest_checkpoint(self.run_dir)
+        where = f"saved {shown(self.path)}" if saved else f"newest {shown(newest[0])}" if newest else "no checkpoint"
+        resume = f"python train.py resume={shown(self.run_dir)}"
+        print(f"\nStopped by {reason} at step {trainer.global_step}: {where}. Resume: {resume}", file=sys.stderr)
+        sys.stderr.flush()
+
+    def _save(self, trainer) -> bool:
+        """Rank 0 writes, with no barrier: another rank may already be gone. Only where the
+        state is whole on rank 0 (one device, DDP): sharded strategies would need every rank."""
+        strategy = trainer.strategy
+        if not isinstance(strategy, (SingleDeviceStrategy, DDPStrategy)) or isinstance(strategy, DeepSpeedStrategy):
+            return False
+        checkpoint = trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
+        strategy.save_checkpoint(checkpoint, self.path)  # DDP: rank 0 only
+        return True
+
+
+@contextmanager
+def stop_exit_code(trainer: pl.Trainer):
+    """Lightning exits 0 after SIGTERM and 1 after Ctrl-C: exit with SaveOnStop's code instead."""
+    try:
+        yield
+    except SystemExit:
+        codes = [c.exit_code for c in trainer.callbacks if isinstance(c, SaveOnStop) and c.exit_code]
+        if codes:
+            raise SystemExit(codes[0]) from None
+        raise

@@ -1,0 +1,118 @@
+"""One run, one directory: a new run never writes where another run's checkpoints are.
+
+- A new run refuses a directory that holds checkpoints; resuming is explicit (`ckpt_path=last`,
+  `resume=<run dir>`) or automatic for a requeued Slurm job or a restarted torchrun.
+- `resume=outputs/<id>` starts again with the overrides that run was started with, the new
+  ones on top; the run's first `.hydra/` stays as it was, and every resume records its own
+  config in `.hydra/resumes/<time>/`.
+- A refused start leaves nothing behind (no empty run directory, no `.hydra/resumes/<time>`).
+"""
+
+import os
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+import yaml
+
+from .environment import global_rank, restarted
+from .errors import SetupError
+
+_subdirs: dict[str, str] = {}  # run dir -> this start's config folder (resolved more than once)
+
+
+def shown(path: Path) -> str:
+    """A path as the user would type it: relative to the working directory when inside it."""
+    path = Path(path).absolute()
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+
+
+def output_subdir(run_dir: str) -> str | None:
+    """Hydra's hydra.output_subdir: `.hydra` for a new run, `.hydra/resumes/<time>` when the run
+    already has one (a resume or a requeue). Only rank 0 writes it; the others would repeat it."""
+    if global_rank() != 0:
+        return None
+    if run_dir not in _subdirs:
+        started = (Path(run_dir) / ".hydra" / "config.yaml").exists()
+        _subdirs[run_dir] = f".hydra/resumes/{datetime.now():%Y-%m-%d_%H-%M-%S}_{os.getpid()}" if started else ".hydra"
+    return _subdirs[run_dir]
+
+
+def _key(override: str) -> str:
+    """`+a.b=1`, `++a.b=1`, `~a.b`, `a.b=1` -> `a.b`."""
+    return override.lstrip("+~").split("=", 1)[0]
+
+
+def resume_overrides(argv: list[str]) -> list[str]:
+    """`resume=DIR [overrides]` -> the overrides DIR's run was last started with, then `run_id`,
+    `output_root` and `ckpt_path=last` of DIR, then the new overrides (which win)."""
+    given = [arg for arg in argv if arg.startswith("resume=")]
+    if not given:
+        return argv
+    run_dir = Path(given[-1].split("=", 1)[1]).expanduser()
+    records = [run_dir / ".hydra" / "overrides.yaml", *sorted(run_dir.glob(".hydra/resumes/*/overrides.yaml"))]
+    records = [path for path in records if path.is_file()]
+    if not records:
+        raise SetupError(
+            f"resume={run_dir}: no run was started there ({run_dir / '.hydra' / 'overrides.yaml'} is missing). "
+            f"Fix: resume=<a folder of {run_dir.parent}>: {_runs_with_checkpoints(run_dir.parent)}"
+        )
+    new = [arg for arg in argv if not arg.startswith("resume=")]
+    mine = {"run_id", "output_root", "ckpt_path"}
+    replaced = {_key(arg) for arg in new if "=" in arg or arg.startswith("~")} | mine
+    saved = [arg for arg in yaml.safe_load(records[-1].read_text()) or [] if _key(arg) not in replaced]
+    place = [f"output_root={run_dir.absolute().parent}", f"run_id={run_dir.name}", "ckpt_path=last"]
+    return [*saved, *place, *[arg for arg in new if _key(arg) not in mine]]
+
+
+def _runs_with_checkpoints(output_root: Path) -> str:
+    from ..callbacks.checkpoints import run_checkpoints
+
+    runs = sorted(p.name for p in output_root.glob("*") if p.is_dir() and run_checkpoints(p))
+    return ", ".join(runs[-10:]) if runs else "none"
+
+
+def _discard_this_start(run_dir: Path, subdir: str | None) -> None:
+    """Remove what Hydra wrote for this refused start, and the run directory if it is then empty."""
+    if global_rank() != 0 or not subdir:
+        return
+    shutil.rmtree(run_dir / subdir, ignore_errors=True)
+    for folder in (run_dir / ".hydra" / "resumes", run_dir / ".hydra", run_dir):
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+
+
+def checkpoint_to_resume(ckpt_path: str | None, run_dir: Path, subdir: str | None) -> str | None:
+    """The checkpoint fit() starts from (None: from scratch), or SetupError for a start that
+    would overwrite or roll back a run's work. `subdir`: this start's Hydra output subdir."""
+    from ..callbacks.checkpoints import newest_checkpoint, remove_partial_files
+
+    newest = newest_checkpoint(run_dir)
+    resume = f"python train.py resume={shown(run_dir)}"
+    problem = None
+    if ckpt_path is None and newest and not restarted():
+        problem = (
+            f"run directory {shown(run_dir)} already holds checkpoints (newest: {shown(newest[0])}, step {newest[1]}), "
+            f"and a new run would overwrite them. Fix: resume it with `{resume}` (or ckpt_path=last), "
+            f"or start fresh with another run_id=... (default: a new one per start)"
+        )
+    elif ckpt_path == "last" and not newest and not restarted():
+        problem = (
+            f"ckpt_path=last, but {shown(run_dir)} holds no checkpoint to resume. Runs with checkpoints in "
+            f"{shown(run_dir.parent)}: {_runs_with_checkpoints(run_dir.parent)}. "
+            "Fix: resume=<one of those folders>, or drop ckpt_path=last to start fresh"
+        )
+    elif ckpt_path not in (None, "last") and newest and Path(ckpt_path).absolute() != newest[0].absolute():
+        problem = (
+            f"ckpt_path={ckpt_path} into {shown(run_dir)}, whose newest checkpoint is {shown(newest[0])} "
+            f"(step {newest[1]}): its newer work would be overwritten. "
+            f"Fix: start a new run from it with another run_id=..., or `{resume}`"
+        )
+    if problem:
+        _discard_this_start(run_dir, subdir)
+        raise SetupError(problem)
+    if global_rank() == 0:
+        remove_partial_files(run_dir)
+    if ckpt_path not in (None, "last"):
+        return ckpt_path
+    return str(newest[0]) if newest else None

@@ -1,0 +1,271 @@
+"""One run, one directory; checkpoints only move forward; stops exit with the truth (issue 9).
+No Slurm here: tests/test_slurm_jobs.py does requeues and job steps on a real one."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import pytorch_lightning as pl
+import torch
+import yaml
+
+from {{ cookiecutter.package_name }}.callbacks.checkpoints import ForwardOnlyCheckpointIO, newest_checkpoint
+from {{ cookiecutter.package_name }}.launch import environment
+from {{ cookiecutter.package_name }}.launch.errors import SetupError
+from {{ cookiecutter.package_name }}.launch.run_directory import checkpoint_to_resume
+
+from tests.helpers import FAST, PROJECT, project_env, run_train
+
+
+def train(*overrides: str, env=None) -> subprocess.CompletedProcess:
+    """train.py that may fail: the result, whatever the exit code."""
+    command = [sys.executable, str(PROJECT / "train.py"), *FAST, *overrides]
+    return subprocess.run(command, cwd=PROJECT, env=env or project_env(), capture_output=True, text=True, timeout=300)
+
+
+def step_of(path: Path) -> int:
+    return torch.load(path, weights_only=False, map_location="cpu")["global_step"]
+
+
+def snapshot(directory: Path) -> dict[str, int]:
+    """Every file below a directory and its modification time, to prove nothing changed."""
+    return {str(p.relative_to(directory)): p.stat().st_mtime_ns for p in directory.rglob("*") if p.is_file()}
+
+
+class RecordSaves(pl.Callback):
+    """Test-only: the global step of every checkpoint saved, one line each."""
+
+    def __init__(self, path: str, seconds_per_step: float = 0.0):
+        self.path = Path(path)
+        self.seconds_per_step = seconds_per_step
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint):
+        with open(self.path, "a") as record:
+            record.write(f"{checkpoint['global_step']}\n")
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        time.sleep(self.seconds_per_step)
+
+
+def record_saves(path: Path, seconds_per_step: float = 0.0) -> list[str]:
+    return [
+        "+callbacks.saves._target_=tests.test_run_directory.RecordSaves",
+        f"+callbacks.saves.path={path}",
+        f"+callbacks.saves.seconds_per_step={seconds_per_step}",
+    ]
+
+
+# ----------------------------------------------------------------------------- run ids
+
+
+def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path):
+    """Case 1: two `python train.py` at once, default run ids: two runs, two directories."""
+    command = [sys.executable, str(PROJECT / "train.py"), *FAST, "trainer.max_epochs=1", f"output_root={tmp_path}"]
+    start = dict(cwd=PROJECT, env=project_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    runs = [subprocess.Popen(command, **start), subprocess.Popen(command, **start)]
+    outputs = [run.communicate(timeout=300)[0].decode() for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], "\n".join(outputs)
+    directories = sorted(tmp_path.iterdir())
+    assert len(directories) == 2, [d.name for d in directories]
+    for directory in directories:
+        assert (directory / ".hydra" / "config.yaml").exists()
+        assert step_of(directory / "checkpoints" / "last.ckpt") == 4
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"SLURM_JOB_ID": "7", "ENVIRONMENT": "BATCH"}, "slurm-7"),  # the batch shell itself
+        ({"SLURM_JOB_ID": "7", "ENVIRONMENT": "BATCH", "SLURM_STEP_ID": "0"}, "slurm-7"),  # its first srun
+        ({"SLURM_JOB_ID": "7", "ENVIRONMENT": "BATCH", "SLURM_STEP_ID": "3"}, "slurm-7.3"),  # a later one
+        (
+            {"SLURM_JOB_ID": "9", "SLURM_ARRAY_JOB_ID": "8", "SLURM_ARRAY_TASK_ID": "2", "ENVIRONMENT": "BATCH"},
+            "slurm-8_2",
+        ),
+        ({"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0"}, "slurm-7.0"),  # srun in salloc: each srun its own run
+    ],
+)
+def test_slurm_run_ids_tell_steps_and_array_tasks_apart(monkeypatch, env, expected):
+    for name in [n for n in os.environ if n.startswith("SLURM_")] + ["RUN_ID", "ENVIRONMENT"]:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert environment.default_run_id() == expected
+
+
+def test_a_run_typed_into_an_interactive_allocation_gets_its_own_id(monkeypatch):
+    for name in [n for n in os.environ if n.startswith("SLURM_")] + ["RUN_ID", "ENVIRONMENT"]:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    first = environment.default_run_id()
+    assert first.startswith("slurm-7-") and first.endswith(f"_{os.getpid()}")
+    assert environment.default_run_id() == first  # resolved again (and in Lightning's child processes)
+
+
+# ------------------------------------------------------------------ refusing and resuming
+
+
+def test_a_rerun_with_an_existing_id_is_refused_and_changes_nothing(tmp_path):
+    """Case 2: same run_id, no ckpt_path: one line with the resume command; last.ckpt kept."""
+    run_train(*FAST, f"output_root={tmp_path}", "run_id=kept", "trainer.max_epochs=2")
+    before = snapshot(tmp_path)
+    result = train(f"output_root={tmp_path}", "run_id=kept", "trainer.max_epochs=1")
+    assert result.returncode == 2
+    error = result.stderr.strip().splitlines()[-1]
+    assert error.startswith("ERROR: run directory") and "already holds checkpoints" in error
+    assert f"python train.py resume={tmp_path / 'kept'}" in error and "run_id=" in error
+    assert "Traceback" not in result.stderr
+    assert snapshot(tmp_path) == before, "a refused run changed the run directory"
+    assert step_of(tmp_path / "kept" / "checkpoints" / "last.ckpt") == 8
+
+
+def test_ckpt_path_last_without_a_checkpoint_names_the_runs_that_exist(tmp_path):
+    """Case 8: a forgotten run_id with ckpt_path=last is an error, not a silent fresh start."""
+    run_train(*FAST, f"output_root={tmp_path}", "run_id=earlier", "trainer.max_epochs=1")
+    result = train(f"output_root={tmp_path}", "ckpt_path=last")
+    assert result.returncode == 2
+    assert "holds no checkpoint to resume" in result.stderr and ": earlier." in result.stderr
+    assert "Traceback" not in result.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["earlier"], "the refused run left a directory behind"
+
+
+def test_resume_uses_the_runs_own_config_and_keeps_its_hydra_folder(tmp_path):
+    """Case 8: `resume=DIR` + a new override: the saved overrides, the new one on top."""
+    run = tmp_path / "run"
+    run_train(*FAST, f"output_root={tmp_path}", "run_id=run", "trainer.max_epochs=1", "data.batch_size=16")
+    original = {p: (run / ".hydra" / p).read_text() for p in ("config.yaml", "overrides.yaml")}
+    assert step_of(run / "checkpoints" / "last.ckpt") == 4
+    command = [sys.executable, str(PROJECT / "train.py"), f"resume={run}", "trainer.max_epochs=2"]
+    result = subprocess.run(command, cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "Restoring states from the checkpoint" in result.stdout + result.stderr
+    assert step_of(run / "checkpoints" / "last.ckpt") == 8  # batch size 16 kept: 4 steps per epoch
+    assert {p: (run / ".hydra" / p).read_text() for p in original} == original
+    [resumed] = (run / ".hydra" / "resumes").iterdir()
+    overrides = yaml.safe_load((resumed / "overrides.yaml").read_text())
+    assert "data.batch_size=16" in overrides and overrides[-1] == "trainer.max_epochs=2"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_a_restarted_run_resumes_by_itself_from_the_newest_checkpoint(tmp_path):
+    """Case 4 and 5 without Slurm: a restart (torchrun's count here; Slurm's in
+    test_slurm_jobs.py) resumes in place, from the newest checkpoint, not a stale hpc one."""
+    run = tmp_path / "run"
+    run_train(*FAST, f"output_root={tmp_path}", "run_id=run", "trainer.max_epochs=2")
+    stale = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)
+    stale["global_step"], stale["epoch"] = 4, 0
+    torch.save(stale, run / "hpc_ckpt_1.ckpt")  # older work, newer file
+    assert newest_checkpoint(run)[1] == 8
+    restart = project_env(TORCHELASTIC_RESTART_COUNT="1")
+    result = train(f"output_root={tmp_path}", "run_id=run", "trainer.max_epochs=3", env=restart)
+    assert result.returncode == 0, result.stderr
+    last = run / "checkpoints" / "last.ckpt"
+    assert f"Restoring states from the checkpoint path at {last}" in result.stdout + result.stderr
+    assert step_of(run / "checkpoints" / "last.ckpt") == 12
+
+
+# ------------------------------------------------------------------ checkpoint writes
+
+KILL_DURING_WRITE = """
+import os, signal, sys
+import torch
+from {{ cookiecutter.package_name }}.callbacks.checkpoints import ForwardOnlyCheckpointIO
+
+class KillWhilePickled:  # pickled in the middle of torch.save, after some bytes are written
+    def __reduce__(self):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+io = ForwardOnlyCheckpointIO()
+io.save_checkpoint({"global_step": 5, "weights": torch.zeros(1000), "then": KillWhilePickled()}, sys.argv[1])
+"""
+
+
+def test_a_kill_during_a_checkpoint_write_keeps_the_previous_checkpoint(tmp_path):
+    """Killed (SIGKILL) in the middle of writing: last.ckpt is still the previous one and
+    loads; the partial file is not a checkpoint, and the next start removes it."""
+    run = tmp_path / "run"
+    last = run / "checkpoints" / "last.ckpt"
+    ForwardOnlyCheckpointIO().save_checkpoint({"global_step": 4, "weights": torch.ones(3)}, last)
+    killed = subprocess.run([sys.executable, "-c", KILL_DURING_WRITE, str(last)], env=project_env(), timeout=120)
+    assert killed.returncode == -signal.SIGKILL
+    assert step_of(last) == 4 and torch.load(last, weights_only=False)["weights"].sum() == 3
+    assert [p.name for p in (run / "checkpoints").iterdir() if p.name != "last.ckpt"] == ["last.ckpt.partial"]
+    assert newest_checkpoint(run) == (last, 4)
+    assert checkpoint_to_resume("last", run, None) == str(last)
+    assert [p.name for p in (run / "checkpoints").iterdir()] == ["last.ckpt"]
+
+
+def test_a_save_never_replaces_a_checkpoint_of_a_higher_step(tmp_path):
+    path = tmp_path / "last.ckpt"
+    ForwardOnlyCheckpointIO().save_checkpoint({"global_step": 8}, path)
+    ForwardOnlyCheckpointIO().save_checkpoint({"global_step": 4}, path)  # another process, older state
+    assert step_of(path) == 8
+    ForwardOnlyCheckpointIO().save_checkpoint({"global_step": 9}, path)
+    assert step_of(path) == 9
+
+
+def test_an_explicit_older_checkpoint_into_a_newer_run_is_refused(tmp_path):
+    run = tmp_path / "run"
+    ForwardOnlyCheckpointIO().save_checkpoint({"global_step": 8}, run / "checkpoints" / "last.ckpt")
+    ForwardOnlyCheckpointIO().save_checkpoint({"global_step": 4}, run / "hpc_ckpt_1.ckpt")
+    with pytest.raises(SetupError, match="newer work would be overwritten"):
+        checkpoint_to_resume(str(run / "hpc_ckpt_1.ckpt"), run, None)
+
+
+def test_last_checkpoint_is_also_written_every_n_minutes_mid_epoch(tmp_path):
+    """Case 7: besides epoch ends, last.ckpt follows the clock (a tiny interval here)."""
+    saves = tmp_path / "saves.txt"
+    run_train(
+        *FAST,
+        f"output_root={tmp_path}",
+        "run_id=timed",
+        "trainer.max_epochs=1",
+        "callbacks.timed_checkpoint.every_minutes=0.0001",
+        "callbacks.timed_checkpoint.check_every_n_steps=1",
+        *record_saves(saves),
+    )
+    steps = [int(line) for line in saves.read_text().split()]
+    assert {1, 2, 3} <= set(steps), steps  # mid-epoch (4 steps per epoch), not only at its end
+    assert steps == sorted(steps)
+
+
+# ------------------------------------------------------------------ signals and exit codes
+
+
+@pytest.mark.parametrize(("signum", "code", "name"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "Ctrl-C")])
+def test_a_stop_mid_training_saves_and_exits_non_zero_with_the_resume_command(tmp_path, signum, code, name):
+    """Case 6: SIGTERM (time limit, scancel) and Ctrl-C mid-epoch: saved, exit 143 / 130,
+    one line naming the checkpoint and the resume command; resuming continues from there."""
+    saves = tmp_path / "saves.txt"
+    run = tmp_path / "run"
+    command = [
+        sys.executable, str(PROJECT / "train.py"), *FAST, f"output_root={tmp_path}", "run_id=run",
+        "trainer.max_epochs=20", *record_saves(saves, seconds_per_step=0.3),
+    ]  # fmt: skip
+    pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(command, cwd=PROJECT, env=project_env(), **pipes)
+    deadline = time.monotonic() + 240
+    while not (run / "checkpoints" / "last.ckpt").exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(0.5)  # into the second epoch
+    process.send_signal(signum)
+    stdout, stderr = process.communicate(timeout=240)
+    assert process.returncode == code, stderr
+    line = next(line for line in stderr.splitlines() if line.startswith(f"Stopped by {name}"))
+    saved = step_of(run / "checkpoints" / "last.ckpt")
+    assert f"at step {saved}: saved {run / 'checkpoints' / 'last.ckpt'}. Resume: python train.py resume={run}" in line
+    steps = [int(s) for s in saves.read_text().split()]
+    assert steps == sorted(steps) and steps[-1] == saved and 4 < saved < 80
+    epochs = saved // 4 + 2  # one more epoch after the one that was stopped
+    resumed = subprocess.run(
+        [sys.executable, str(PROJECT / "train.py"), f"resume={run}", f"trainer.max_epochs={epochs}"],
+        cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert step_of(run / "checkpoints" / "last.ckpt") == epochs * 4
+    steps = [int(s) for s in saves.read_text().split()]
+    assert steps == sorted(steps), "global_step went back"
