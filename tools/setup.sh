@@ -9,7 +9,13 @@ VENV=${VENV:-.venv}
 [[ -x $VENV/bin/python ]] || python3 -m venv "$VENV"
 # shellcheck disable=SC1091
 source "$VENV/bin/activate"
-# Already satisfied (a second run): pip only checks, in seconds.
-pip install --quiet -r tools/requirements.txt
+# pip runs only when the requirements changed since its last success: even a check that finds
+# everything installed takes a minute on a busy 2-core machine.
+stamp=$VENV/.requirements.sha256
+wanted=$(sha256sum tools/requirements.txt | cut -d' ' -f1)
+if [[ $(cat "$stamp" 2>/dev/null) != "$wanted" ]]; then
+  pip install --quiet -r tools/requirements.txt
+  echo "$wanted" >"$stamp"
+fi
 
-echo "setup: $(python -c 'import torch, pytorch_lightning as pl; print(f"torch {torch.__version__}, lightning {pl.__version__}")') in $VENV"
+echo "setup: $(python -c 'import importlib.metadata as m; print(", ".join(f"{p} {m.version(p)}" for p in ("torch", "pytorch-lightning")))') in $VENV"
