@@ -81,5 +81,5 @@ def test_cruft_update_brings_a_template_change_and_keeps_the_projects_work(tmp_p
     assert (project / "configs" / "model" / "mine.yaml").read_text() == "# my model\n"
     assert not list(project.rglob("*.rej")), "a change did not apply"
     cruft("check", cwd=project)
-    # The upgraded project still works: its config and Slurm-script tests (a small subset).
+    # The upgraded project still works: its config tests, a small subset of its suite.
     run(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_configs.py", cwd=project)
