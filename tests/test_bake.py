@@ -77,7 +77,7 @@ def test_each_cluster_answer_renders_the_three_scripts(cluster, tmp_path):
         assert f"cluster={target} strategy=deepspeed" in text
         assert "#SBATCH --account=project_462000007" in text
     if shutil.which("shellcheck") is None:
-        pytest.skip("shellcheck is not installed (tools/setup.sh installs it when run as root)")
+        pytest.skip("shellcheck is not installed (tools/test.sh installs it when run as root)")
     result = subprocess.run(["shellcheck", *map(str, (project / "scripts").glob("*.sh"))], capture_output=True)
     assert result.returncode == 0, result.stdout.decode()
 

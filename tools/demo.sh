@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: bake a project with the default answers and train it
-# for one MNIST-shaped epoch on this CPU. Extra arguments go to train.py.
+# for one MNIST-shaped epoch on this CPU. Extra arguments go to train.py. It sets up only what
+# the default run needs (tools/setup.sh), not DeepSpeed or Horovod.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh

@@ -19,17 +19,37 @@ PYTHON=${PYTHON:-python}
 WHEEL_CACHE=${HOROVOD_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/horovod-wheels}
 
 torch_version=$("$PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null)
-flavour=$([[ ${HOROVOD_CPU_ONLY:-0} == 1 ]] && echo cpu || echo auto)
 # MPI (besides gloo) whenever an MPI compiler is here to build against, e.g. Open MPI.
 with_mpi=$(command -v mpicxx >/dev/null && command -v mpirun >/dev/null && echo 1 || echo 0)
 
+# CUDA whenever torch is a CUDA build and a CUDA toolkit is here, unless HOROVOD_CPU_ONLY=1.
+cuda_dir=""
+if [[ ${HOROVOD_CPU_ONLY:-0} != 1 ]]; then
+  cuda_home=$("$PYTHON" -c 'import torch
+from torch.utils.cpp_extension import CUDA_HOME
+print(CUDA_HOME if torch.version.cuda and CUDA_HOME else "")' 2>/dev/null | tail -n 1)
+  if [[ -n $cuda_home ]]; then
+    # torch reports /usr/local when nvcc is a wrapper in /usr/local/bin: take the first
+    # candidate that really is a toolkit, since cmake needs its headers and cudart.
+    for dir in "${CUDA_HOME:-}" "${CUDA_PATH:-}" "$cuda_home" /usr/local/cuda; do
+      [[ -n $dir && -e $dir/include/cuda_runtime.h ]] && { cuda_dir=$dir; break; }
+    done
+    [[ -n $cuda_dir ]] || { echo "install-horovod: no CUDA toolkit found; set CUDA_HOME or HOROVOD_CPU_ONLY=1" >&2; exit 1; }
+  fi
+fi
+flavour=$([[ -n $cuda_dir ]] && echo cuda || echo cpu)
+
 built_as_wanted() {
   # Horovod records the framework versions it was built against in horovod/metadata.json;
-  # a build without MPI is redone once MPI is here.
-  WANT_MPI=$with_mpi "$PYTHON" - <<'PY' 2>/dev/null
+  # a build without MPI (or CUDA) is redone once MPI (or a CUDA toolkit) is here.
+  WANT_MPI=$with_mpi WANT_CUDA=$([[ $flavour == cuda ]] && echo 1 || echo 0) "$PYTHON" - <<'PY' 2>/dev/null
 import json, os, pathlib, horovod, horovod.torch as hvd, torch
 meta = json.loads((pathlib.Path(horovod.__file__).parent / "metadata.json").read_text())
-raise SystemExit(meta.get("pytorch") != torch.__version__ or hvd.mpi_built() != (os.environ["WANT_MPI"] == "1"))
+raise SystemExit(
+    meta.get("pytorch") != torch.__version__
+    or hvd.mpi_built() != (os.environ["WANT_MPI"] == "1")
+    or hvd.cuda_built() != (os.environ["WANT_CUDA"] == "1")
+)
 PY
 }
 
@@ -39,12 +59,12 @@ check_build() {
 
 rebuild=${HOROVOD_REBUILD:-0}
 if [[ $rebuild != 1 ]] && built_as_wanted; then
-  echo "install-horovod: horovod already built for torch $torch_version$([[ $with_mpi == 1 ]] && echo ' with MPI')"
+  echo "install-horovod: horovod already built for torch $torch_version ($flavour$([[ $with_mpi == 1 ]] && echo ', MPI'))"
   check_build
   exit 0
 fi
 
-# A wheel built earlier for the same torch, Python and MPI choice is reused: the build takes minutes.
+# A wheel built earlier for the same torch, Python, CPU or CUDA, and MPI choice is reused: the build takes minutes.
 cache_dir="$WHEEL_CACHE/torch-$torch_version-$flavour-$([[ $with_mpi == 1 ]] && echo gloo-mpi || echo gloo)"
 py_tag=$("$PYTHON" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
 wheel=$(find "$cache_dir" -maxdepth 1 -name "horovod-$HOROVOD_VERSION-$py_tag-*.whl" 2>/dev/null | head -n 1 || true)
@@ -75,22 +95,12 @@ else
   export HOROVOD_WITHOUT_MPI=1
 fi
 
-# GPU support: Horovod adds CUDA whenever torch is a CUDA build and torch sees a toolkit.
-cuda_home=$("$PYTHON" -c 'import torch
-from torch.utils.cpp_extension import CUDA_HOME
-print(CUDA_HOME if torch.version.cuda and CUDA_HOME else "")' 2>/dev/null | tail -n 1)
-if [[ $flavour == cpu || -z $cuda_home ]]; then
+if [[ $flavour == cpu ]]; then
   # CPU-only: treat torch as a CPU build, so that Horovod neither adds CUDA nor links cudart.
   sed -i 's/(torch.version.cuda is not None) and (CUDA_HOME is not None)/False/' "$src/cmake/Modules/FindPytorch.cmake"
   echo "install-horovod: CPU-only build (gloo$([[ $with_mpi == 1 ]] && echo ', MPI'))"
 else
-  # torch reports /usr/local when nvcc is a wrapper in /usr/local/bin: take the first
-  # candidate that really is a toolkit, since cmake needs its headers and cudart.
-  for dir in "${CUDA_HOME:-}" "${CUDA_PATH:-}" "$cuda_home" /usr/local/cuda; do
-    [[ -n $dir && -e $dir/include/cuda_runtime.h ]] && break
-  done
-  [[ -e $dir/include/cuda_runtime.h ]] || { echo "install-horovod: no CUDA toolkit found; set CUDA_HOME or HOROVOD_CPU_ONLY=1" >&2; exit 1; }
-  export CUDA_HOME=$dir CUDAToolkit_ROOT=$dir HOROVOD_CUDA_HOME=$dir
+  export CUDA_HOME=$cuda_dir CUDAToolkit_ROOT=$cuda_dir HOROVOD_CUDA_HOME=$cuda_dir
   # NCCL: a cluster module (HOROVOD_NCCL_HOME) or the one pip installed beside torch.
   nccl_home=${HOROVOD_NCCL_HOME:-$("$PYTHON" -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__) if nvidia.nccl.__file__ else list(nvidia.nccl.__path__)[0])' 2>/dev/null || true)}
   if [[ -n $nccl_home && -e $nccl_home/include/nccl.h ]]; then
