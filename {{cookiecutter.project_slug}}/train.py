@@ -12,8 +12,8 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from {{ cookiecutter.package_name }}.launch.checks import SetupError
 from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
+from {{ cookiecutter.package_name }}.launch.errors import SetupError
 from {{ cookiecutter.package_name }}.slurm.profiles import add_detected_cluster
 
 register_resolvers()  # ${default_run_id:} etc., needed before Hydra reads the configs

@@ -7,8 +7,9 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
-from {{ cookiecutter.package_name }}.launch.checks import SetupError, check_strategy, check_sync_batchnorm
+from {{ cookiecutter.package_name }}.launch.checks import check_strategy, check_sync_batchnorm
 from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
+from {{ cookiecutter.package_name }}.launch.errors import SetupError
 
 from tests.helpers import PROJECT, run_train
 

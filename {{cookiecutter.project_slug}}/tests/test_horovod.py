@@ -92,7 +92,7 @@ def test_resume_continues_on_every_rank(tmp_path):
 def test_gpus_need_a_horovod_built_with_cuda(monkeypatch):
     import horovod.torch as hvd
 
-    from {{ cookiecutter.package_name }}.launch.checks import SetupError
+    from {{ cookiecutter.package_name }}.launch.errors import SetupError
     from {{ cookiecutter.package_name }}.strategies.horovod import check_gpu_support
 
     monkeypatch.setattr(hvd, "cuda_built", lambda: False)

@@ -6,8 +6,9 @@ import sys
 import pytest
 from hydra import compose, initialize_config_dir
 
-from {{ cookiecutter.package_name }}.launch.checks import SetupError, check_launcher, check_strategy
+from {{ cookiecutter.package_name }}.launch.checks import check_launcher, check_strategy
 from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
+from {{ cookiecutter.package_name }}.launch.errors import SetupError
 
 from tests.helpers import PROJECT, project_env
 

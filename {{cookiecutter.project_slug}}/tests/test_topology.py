@@ -2,7 +2,7 @@
 
 import pytest
 
-from {{ cookiecutter.package_name }}.launch.checks import SetupError
+from {{ cookiecutter.package_name }}.launch.errors import SetupError
 from {{ cookiecutter.package_name }}.launch.topology import check_topology, tasks_per_node
 
 SRUN_2x2 = {

@@ -10,9 +10,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-
-class SetupError(RuntimeError):
-    """A problem with the configuration or the machine; the message says how to fix it."""
+from .errors import SetupError
+from .topology import check_topology
 
 
 def _missing(package: str) -> bool:
@@ -122,8 +121,6 @@ def check_logger(logger: DictConfig | None) -> None:
 
 def check_environment(cfg: DictConfig) -> None:
     import torch
-
-    from .topology import check_topology
 
     cuda_available = torch.cuda.is_available()
     visible_gpus = torch.cuda.device_count() if cuda_available else 0

@@ -9,7 +9,7 @@ import os
 import re
 from collections.abc import Mapping
 
-from .checks import SetupError
+from .errors import SetupError
 
 
 def tasks_per_node(value: str) -> int | None:

@@ -1,0 +1,2 @@
+class SetupError(Exception):
+    """A wrong input: one line for the user."""
