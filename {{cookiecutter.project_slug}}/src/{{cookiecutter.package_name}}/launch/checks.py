@@ -10,6 +10,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from ..speed import check_fused, check_speed
 from .errors import SetupError
 from .topology import check_topology
 
@@ -130,3 +131,5 @@ def check_environment(cfg: DictConfig) -> None:
     check_accelerator(cfg.trainer.accelerator, cuda_available)
     check_sync_batchnorm(cfg.trainer.sync_batchnorm, cfg.trainer.accelerator, cuda_available)
     check_logger(cfg.get("logger"))
+    check_speed(cfg.speed, cfg.strategy)
+    check_fused(cfg.model)
