@@ -9,7 +9,8 @@ import pytest
 from cookiecutter.main import cookiecutter
 
 TEMPLATE = Path(__file__).resolve().parents[1]
-CHOICES = json.loads((TEMPLATE / "cookiecutter.json").read_text())
+sys.path.insert(0, str(TEMPLATE))  # local_extensions, the answers' checks and filters
+CHOICES = json.loads((TEMPLATE / "cookiecutter.json").read_text())["_choices"]
 
 
 def bake(output_dir: Path, **answers: str) -> Path:

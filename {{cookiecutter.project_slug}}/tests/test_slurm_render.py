@@ -43,9 +43,9 @@ def sbatch_lines(text: str) -> list[str]:
 
 def test_scripts_are_in_sync_with_the_renderer():
     for name, text in default_scripts().items():
+        fix = "python -m {{ cookiecutter.package_name }}.slurm --write-scripts"
         assert (PROJECT / "scripts" / name).read_text() == text, (
-            f"scripts/{name} differs from its profile: run `python -m {{ cookiecutter.package_name }}.slurm "
-            "--write-scripts` (and commit the result)"
+            f"scripts/{name} differs from its profile: run `{fix}` (and commit the result)"
         )
 
 
@@ -77,7 +77,7 @@ def test_every_script_has_the_promised_safety_lines(cluster):
 
 def test_cluster_facts_reach_the_header():
     puhti = sbatch_lines(script("puhti", nodes=2))
-    assert puhti[1:4] == ["--account={{ cookiecutter.slurm_account }}", "--partition=gpu", "--nodes=2"]
+    assert puhti[1:4] == [{{ ("--account=" ~ cookiecutter.slurm_account) | py_string }}, "--partition=gpu", "--nodes=2"]
     assert {"--ntasks-per-node=4", "--cpus-per-task=10", "--mem=0", "--gres=gpu:v100:4,nvme:100"} <= set(puhti)
 
     assert "--partition=gpusmall" in sbatch_lines(script("mahti", gpus_per_node=2))  # at most 2 GPUs

@@ -1,4 +1,4 @@
-"""{{ cookiecutter.project_name }}: {{ cookiecutter.description }}
+"""{{ (cookiecutter.project_name ~ ": " ~ cookiecutter.description) | py_docstring }}
 
 Importing the package is cheap on purpose (no torch): `python train.py --help` stays fast.
 """

@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 
 from ..speed import check_fused, check_speed
 from .errors import SetupError
+from .sweeps import check_multirun
 from .topology import check_topology
 
 
@@ -131,5 +132,6 @@ def check_environment(cfg: DictConfig) -> None:
     check_accelerator(cfg.trainer.accelerator, cuda_available)
     check_sync_batchnorm(cfg.trainer.sync_batchnorm, cfg.trainer.accelerator, cuda_available)
     check_logger(cfg.get("logger"))
+    check_multirun(cfg)
     check_speed(cfg.speed, cfg.strategy)
     check_fused(cfg.model)

@@ -69,3 +69,11 @@ def register_resolvers() -> None:
 
     OmegaConf.register_new_resolver("default_run_id", default_run_id, replace=True)
     OmegaConf.register_new_resolver("hydra_output_subdir", hydra_output_subdir, replace=True)
+    OmegaConf.register_new_resolver("slurm_job", _slurm_job, replace=True)
+
+
+def _slurm_job(key: str, *, _root_):
+    """`${slurm_job:KEY}`: sbatch options of a sweep point (slurm/sweep.py, read only by sweeps)."""
+    from ..slurm.sweep import slurm_job
+
+    return slurm_job(key, _root_=_root_)

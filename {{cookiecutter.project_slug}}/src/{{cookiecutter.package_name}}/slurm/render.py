@@ -25,7 +25,7 @@ from .profiles import CONFIGS, PROJECT, ProfileError, load
 
 LAUNCHERS = ("srun", "torchrun", "horovodrun")
 MPI_LAUNCHERS = ("srun", "horovodrun")  # what can start a strategy whose ranks meet through MPI
-JOB_NAME = "{{ cookiecutter.project_slug }}"
+JOB_NAME = {{ cookiecutter.project_slug | py_string }}
 SIGNAL_SECONDS = 90  # warning before the time limit: enough to write a checkpoint
 
 # scripts/<name>: (nodes, GPUs per node); None = every GPU of the node.

@@ -1,0 +1,240 @@
+"""The cookiecutter answers: checked before any file is made, then escaped for each file format.
+
+cookiecutter.json loads this module (`_extensions`). Its last variable, `__answers_checked`,
+renders `{{ cookiecutter | check_answers }}` once every answer is in and before the project
+directory exists: a wrong answer raises AnswerError, which the cookiecutter command prints as
+one line before exiting with status 1 (no traceback, nothing written).
+
+The filters write answers into generated files through each format's own escaping:
+`toml_string` (pyproject.toml), `yaml_string` (configs), `py_string` and `py_docstring`
+(Python source and hooks).
+"""
+
+import difflib
+import json
+import keyword
+import re
+import sys
+import unicodedata
+
+import click
+from cookiecutter.exceptions import FailedHookException
+from jinja2 import TemplateSyntaxError, meta
+from jinja2.ext import Extension
+from slugify import slugify
+
+# The longest package name or slug whose generated lines (`python -m <package>.slurm ...` in
+# docstrings) stay within ruff's line length of 120; tests/test_bad_answers.py bakes one.
+MAX_NAME = 30
+SUPPORTED_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+
+# Import names a generated project cannot take: it imports them itself, or its dependencies
+# do (shadowing one fails at run time, or already when the post-gen hook imports PyYAML), or
+# they are folders and files at its root. The standard library is refused through
+# sys.stdlib_module_names. tests/test_bad_answers.py checks that every module the generated
+# code imports is here.
+TAKEN_NAMES = {
+    # direct dependencies and the extras (pyproject.toml)
+    "torch", "torchvision", "pytorch_lightning", "lightning", "lightning_fabric", "lightning_utilities",
+    "hydra", "omegaconf", "torchmetrics", "rich", "tensorboard", "deepspeed", "horovod", "wandb",
+    "pytest", "ruff", "cloudpickle", "psutil", "yaml", "packaging", "cffi", "submitit", "hydra_plugins",
+    # what those import on the way
+    "numpy", "antlr4", "tqdm", "fsspec", "filelock", "jinja2", "sympy", "networkx", "triton",
+    "typing_extensions", "setuptools", "pkg_resources", "google", "grpc", "werkzeug", "markdown",
+    "pygments", "markdown_it", "mdurl", "pydantic", "einops", "hjson", "ninja", "cpuinfo", "nvidia",
+    "mpi4py", "pluggy", "iniconfig", "pytest_timeout", "aiohttp", "requests", "click", "sentry_sdk",
+    "platformdirs", "mpmath", "absl", "six", "urllib3", "certifi", "idna",
+    # the project's own top-level folders and files
+    "configs", "scripts", "docs", "tests", "test", "src", "train", "conftest", "setup",
+}  # fmt: skip
+
+SLUG = re.compile(r"[a-z0-9]([a-z0-9._-]*[a-z0-9])?")  # a valid distribution and folder name
+PACKAGE = re.compile(r"[a-z][a-z0-9_]*")
+ACCOUNT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+# local@domain.tld; no spaces, quotes, brackets or commas (they would need quoting in metadata)
+EMAIL = re.compile(r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9-]+)+")
+
+
+class AnswerError(FailedHookException):
+    """A wrong answer: the cookiecutter command prints it as one line and exits 1."""
+
+
+def _refuse(key, value, problem, fix):
+    raise AnswerError(f"Error: {key}={value!r}: {problem}. Fix: {fix}")
+
+
+def project_slug(name):
+    """The default slug: ASCII, lowercase, '-' between words, cut at a word within MAX_NAME."""
+    return slugify(str(name), max_length=MAX_NAME, word_boundary=True, save_order=True)
+
+
+def package_name(slug):
+    return str(slug).replace("-", "_").replace(".", "_")
+
+
+def _check_text(key, value, required=True):
+    if required and not value.strip():
+        _refuse(key, value, "is empty", f"give {key} a value")
+    for position, char in enumerate(value):
+        if unicodedata.category(char) in ("Cc", "Zl", "Zp"):
+            _refuse(key, value, f"holds a line break or control character at position {position}", "answer on one line")
+
+
+def _check_slug(slug, name):
+    if not SLUG.fullmatch(slug):
+        suggestion = project_slug(slug) or project_slug(name) or "my-project"
+        _refuse(
+            "project_slug",
+            slug,
+            "use lowercase ASCII letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+            f"project_slug={suggestion}",
+        )
+    if len(slug) > MAX_NAME:
+        _refuse("project_slug", slug, f"is {len(slug)} characters, at most {MAX_NAME} fit", "a shorter project_slug")
+
+
+def _check_package(package):
+    if not PACKAGE.fullmatch(package):
+        fixed = re.sub(r"[^a-z0-9_]", "_", package.lower()).strip("_")
+        fixed = fixed if fixed[:1].isalpha() else f"my_{fixed}".rstrip("_")
+        _refuse(
+            "package_name",
+            package,
+            "not an import name: lowercase ASCII letters, digits and '_', starting with a letter",
+            f"package_name={fixed}",
+        )
+    if len(package) > MAX_NAME:
+        _refuse("package_name", package, f"is {len(package)} characters, at most {MAX_NAME} fit", "a shorter name")
+    if keyword.iskeyword(package):
+        _refuse("package_name", package, "is a Python keyword", f"package_name=my_{package}")
+    if package in getattr(sys, "stdlib_module_names", ()):
+        _refuse("package_name", package, "would shadow that standard library module", f"package_name=my_{package}")
+    if package in TAKEN_NAMES:
+        _refuse("package_name", package, "would shadow a module the project needs", f"package_name=my_{package}")
+
+
+def _check_command_line_keys(answers):
+    """cookiecutter drops a `key=value` whose key it does not know (a typo) without a word."""
+    context = click.get_current_context(silent=True)  # the cookiecutter command's, if run as one
+    given = context.params.get("extra_context") if context else None
+    known = [key for key in answers if not key.startswith("_")]
+    for key, value in (given if isinstance(given, dict) else {}).items():
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            fix = f"{close[0]}={value}" if close else f"one of {', '.join(known)}"
+            _refuse(key, value, "not an answer of this template", fix)
+
+
+def check_answers(answers):
+    """Refuse the first wrong answer with one line; return '' (the value of __answers_checked)."""
+    _check_command_line_keys(answers)
+    answers = {key: value if key.startswith("_") else str(value) for key, value in answers.items()}
+    for key, allowed in answers["_choices"].items():
+        if answers[key] not in allowed:
+            close = difflib.get_close_matches(answers[key], allowed, n=1)
+            fix = f"{key}={close[0]}" if close else f"one of them, e.g. {key}={allowed[0]}"
+            _refuse(key, answers[key], f"not one of {', '.join(allowed)}", fix)
+    for key in ("project_name", "author", "description", "email", "slurm_account", "python_version"):
+        _check_text(key, answers[key], required=key not in ("description", "email"))
+    _check_slug(answers["project_slug"], answers["project_name"])
+    _check_package(answers["package_name"])
+    email = answers["email"]
+    if email and not EMAIL.fullmatch(email):
+        _refuse("email", email, "not an address such as you@example.org", "a plain address, or email='' for none")
+    account = answers["slurm_account"]
+    if not ACCOUNT.fullmatch(account):
+        _refuse(
+            "slurm_account",
+            account,
+            "a Slurm account has letters, digits, '_', '.' and '-' only",
+            "your billing project as `sacctmgr show assoc user=$USER` lists it, e.g. project_2001234",
+        )
+    version = answers["python_version"]
+    if version not in SUPPORTED_PYTHONS:
+        _refuse("python_version", version, f"supported are {', '.join(SUPPORTED_PYTHONS)}", "python_version=3.11")
+    return ""
+
+
+def toml_string(value):
+    """A TOML basic string (JSON's escapes are TOML's; DEL must be escaped too)."""
+    return json.dumps(str(value), ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def yaml_string(value):
+    """A double-quoted YAML scalar: `no`, `0123` or `null` stay the text they are."""
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def py_string(value):
+    """A double-quoted Python string literal (JSON escapes are valid Python escapes)."""
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def _width(text):
+    """Columns as ruff counts them: East Asian wide characters take two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def py_docstring(value, width=100):
+    """Text for inside a triple-quoted docstring: escaped, wrapped to `width` columns."""
+    lines, line, used = [], "", 0
+    for word in str(value).split():
+        pieces = [{"\\": "\\\\", '"': '\\"'}.get(char, char) for char in word]  # \ and " escaped
+        cost = sum(map(_width, pieces))
+        if line and used + 1 + cost <= width:
+            line, used = f"{line} {''.join(pieces)}", used + 1 + cost
+            continue
+        if line:
+            lines.append(line)
+        line, used = "", 0
+        for piece in pieces:  # a word wider than a line is cut, never inside an escape
+            if used + _width(piece) > width:
+                lines.append(line)
+                line, used = "", 0
+            line, used = line + piece, used + _width(piece)
+    lines.append(line)
+    return "\n".join(lines)
+
+
+class AnswersExtension(Extension):
+    """Registers the filters above, and refuses answers that are not valid Jinja.
+
+    With --no-input cookiecutter renders every answer as a template, so `{%` in a description
+    would end in a TemplateSyntaxError traceback: it is caught here, as one line.
+    """
+
+    def __init__(self, environment):
+        super().__init__(environment)
+        environment.filters.update(
+            check_answers=check_answers,
+            project_slug=project_slug,
+            package_name=package_name,
+            toml_string=toml_string,
+            yaml_string=yaml_string,
+            py_string=py_string,
+            py_docstring=py_docstring,
+        )
+
+    _parsing = False  # preprocess runs again inside environment.parse below
+
+    def preprocess(self, source, name, filename=None):
+        if name is not None or "{" not in source or self._parsing:
+            return source  # a template file, or plain text
+        # An answer, a default in cookiecutter.json, a file name or a hook.
+        self._parsing = True
+        try:
+            names = meta.find_undeclared_variables(self.environment.parse(source))
+        except TemplateSyntaxError as error:
+            raise AnswerError(
+                f"Error: the answer {source!r} is not valid Jinja ({error.message}), and cookiecutter renders "
+                "answers as Jinja. Fix: write {{ '{{' }} and {{ '{%' }} for a literal {{ and {%"
+            ) from None
+        finally:
+            self._parsing = False
+        unknown = names - {"cookiecutter"} - set(self.environment.globals)
+        if unknown:
+            raise AnswerError(
+                f"Error: the answer {source!r} uses {', '.join(sorted(unknown))}, which cookiecutter cannot fill "
+                "(it renders answers as Jinja). Fix: write {{ '{{' }} for a literal {{"
+            )
+        return source

@@ -1,0 +1,209 @@
+"""Every wrong answer stops the bake with one line (answer, value, what is allowed, the fix),
+exit status 1, no traceback and nothing written; unusual but valid answers bake a project
+that parses, builds its metadata and passes ruff."""
+
+import ast
+import json
+import subprocess
+import sys
+
+import pytest
+import tomllib
+import yaml
+from conftest import CHOICES, TEMPLATE, bake, bake_cli
+from cookiecutter.exceptions import FailedHookException
+from test_bake import assert_ruff_clean
+
+from local_extensions import (
+    MAX_NAME,
+    TAKEN_NAMES,
+    py_docstring,
+    py_string,
+    toml_string,
+    yaml_string,
+)
+
+LONG = "a_very_long_package_name_ab_cde"  # MAX_NAME + 1 characters
+
+# (answers as on the command line, what the one line must say)
+BAD_ANSWERS = [
+    (["cluster=foo"], "cluster='foo': not one of local, puhti, mahti, lumi, palmetto, narvi, generic"),
+    (["cluster=lumii"], "Fix: cluster=lumi"),
+    (["clustr=lumi"], "clustr='lumi': not an answer of this template. Fix: cluster=lumi"),
+    (["_choices=x"], "_choices='x': not an answer of this template"),
+    (["strategy=ddp2"], "strategy='ddp2': not one of ddp, deepspeed, horovod, fsdp"),
+    (["logger=mlflow"], "logger='mlflow': not one of tensorboard, csv, wandb"),
+    (["license=GPL"], "license='GPL': not one of MIT, BSD-3-Clause, Apache-2.0, none"),
+    (["package_name=class"], "package_name='class': is a Python keyword"),
+    (["package_name=my-pkg"], "package_name='my-pkg': not an import name"),
+    (["package_name=Mnist"], "package_name='Mnist': not an import name"),
+    (["package_name=2048_game"], "Fix: package_name=my_2048_game"),
+    (["project_name=2048 Game"], "package_name='2048_game': not an import name"),
+    ([f"package_name={LONG}"], f"is {MAX_NAME + 1} characters, at most {MAX_NAME} fit"),
+    (["package_name=torch"], "package_name='torch': would shadow a module the project needs"),
+    (["package_name=numpy"], "package_name='numpy': would shadow a module the project needs"),
+    (["package_name=rich"], "package_name='rich': would shadow a module the project needs"),
+    (["package_name=torchmetrics"], "package_name='torchmetrics': would shadow a module"),
+    (["package_name=yaml"], "package_name='yaml': would shadow a module the project needs"),
+    (["package_name=tests"], "package_name='tests': would shadow a module the project needs"),
+    (["package_name=json"], "package_name='json': would shadow that standard library module"),
+    (["package_name=typing"], "package_name='typing': would shadow that standard library module"),
+    (["project_slug=My Project"], "project_slug='My Project': use lowercase ASCII letters"),
+    (["project_slug=ac/dc"], "project_slug='ac/dc': use lowercase ASCII letters"),
+    (["project_slug=net-"], "Fix: project_slug=net"),
+    ([f"project_slug={LONG.replace('_', '-')}"], f"at most {MAX_NAME} fit"),
+    (["project_name="], "project_name='': is empty"),
+    (["project_name=🚀"], "project_slug='': use lowercase ASCII letters"),
+    (["author="], "author='': is empty"),
+    (["author=Ann\nSmith"], "author='Ann\\nSmith': holds a line break or control character at position 3"),
+    (["description=line one\nline two"], "description='line one\\nline two': holds a line break"),
+    (["description=tab\there"], "holds a line break or control character at position 3"),
+    (["email=not-an-email"], "email='not-an-email': not an address such as you@example.org"),
+    (["email=ann@localhost"], "email='ann@localhost': not an address"),
+    (["email=Ann <ann@example.org>"], "email='Ann <ann@example.org>': not an address"),
+    (["email=ann@example.org, bob@example.org"], "not an address"),
+    (["slurm_account=project 2001234"], "slurm_account='project 2001234': a Slurm account has letters"),
+    (["slurm_account=$(rm -rf ~)"], "slurm_account='$(rm -rf ~)': a Slurm account has letters"),
+    (["slurm_account="], "slurm_account='': is empty"),
+    (["python_version=2.7"], "python_version='2.7': supported are 3.10, 3.11, 3.12, 3.13"),
+    (["python_version=3.9"], "python_version='3.9': supported are 3.10"),
+    (["description={% bad"], "the answer '{% bad' is not valid Jinja"),
+    (["description={{ x }}"], "the answer '{{ x }}' uses x, which cookiecutter cannot fill"),
+]
+
+
+@pytest.mark.parametrize("answers, line", BAD_ANSWERS, ids=[" ".join(a)[:40] for a, _ in BAD_ANSWERS])
+def test_bad_answer_is_one_line_and_leaves_nothing(answers, line, tmp_path):
+    result = bake_cli(tmp_path, *answers)
+    output = (result.stdout + result.stderr).strip()
+    assert result.returncode == 1, output
+    assert "Traceback" not in output, output
+    assert len(output.splitlines()) == 1, output
+    assert output.startswith("Error: ") and "Fix: " in output, output
+    assert line in output, output
+    assert list(tmp_path.iterdir()) == [], "a half-made project was left behind"
+
+
+def test_baking_over_an_existing_project_is_one_line_and_changes_nothing(tmp_path):
+    project = bake(tmp_path)
+    (project / "train.py").write_text("# my work\n")
+    result = bake_cli(tmp_path)
+    output = (result.stdout + result.stderr).strip()
+    assert result.returncode == 1 and len(output.splitlines()) == 1 and "already exists" in output, output
+    assert (project / "train.py").read_text() == "# my work\n"
+
+
+def test_bad_answer_through_the_python_api_raises_before_any_file(tmp_path):
+    with pytest.raises(FailedHookException, match="cluster='foo'"):
+        bake(tmp_path, cluster="foo")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_prompts_list_the_choices():
+    context = json.loads((TEMPLATE / "cookiecutter.json").read_text())
+    for key, allowed in CHOICES.items():
+        assert context[key] == allowed[0], key  # the default is the first choice
+        prompt = context["__prompts__"][key]
+        assert all(choice in prompt for choice in allowed), (key, prompt)
+
+
+def test_generated_code_imports_only_names_a_package_may_not_take(default_project):
+    """TAKEN_NAMES must hold every module the generated code imports (else a package could shadow it)."""
+    imported = set()
+    for path in default_project.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                imported.add(node.module.split(".")[0])
+    missing = imported - set(sys.stdlib_module_names) - TAKEN_NAMES - {"mnist_ddp"}
+    assert not missing, f"add to TAKEN_NAMES in local_extensions.py: {sorted(missing)}"
+
+
+NASTY = [
+    'Zoë "Zed" O\'Brien',
+    "C:\\Users\\me\\",
+    'says """ twice """',
+    "\\",
+    '"',
+    "日本語 and 🚀",
+    "{braces} [brackets] # hash: colon",
+    "x" * 150,
+]
+
+
+@pytest.mark.parametrize("text", NASTY)
+def test_filters_round_trip(text):
+    assert tomllib.loads(f"key = {toml_string(text)}")["key"] == text
+    assert yaml.safe_load(f"key: {yaml_string(text)}")["key"] == text
+    assert ast.literal_eval(py_string(text)) == text
+    docstring = ast.get_docstring(ast.parse(f'"""{py_docstring(text)}\n"""\n'), clean=False)
+    assert "".join(docstring.split()) == "".join(text.split())  # only whitespace changes
+    assert all(len(line) <= 100 for line in py_docstring(text).splitlines())
+
+
+@pytest.mark.parametrize("account", ["no", "off", "yes", "on", "null", "false", "0", "0123", "0x1F", "1e3"])
+def test_slurm_account_stays_text_in_yaml(account):
+    assert yaml.safe_load(f"account: {yaml_string(account)}")["account"] == account
+
+
+UNUSUAL = {
+    "project_name": ('Ünïcödé "Quoted" Net\'s 日本語 ' + "long " * 20)[:120],  # the slug is cut
+    "author": 'Zoë "Zed" O\'Brien \\ C:\\Users\\me',
+    "description": 'Says """ and C:\\Users\\me\\ and a backslash at the end \\',
+    "email": "zoe.o'brien+ml@example.org",
+    "slurm_account": "0123",
+    "logger": "wandb",
+    "license": "Apache-2.0",
+}
+
+
+def test_unusual_answers_bake_a_working_project(tmp_path):
+    assert len(UNUSUAL["project_name"]) == 120
+    result = bake_cli(tmp_path, *(f"{k}={v}" for k, v in UNUSUAL.items()))
+    assert result.returncode == 0, result.stdout + result.stderr
+    (project,) = tmp_path.iterdir()
+    assert project.name == "unicode-quoted-net-s-ri-ben-yu" and len(project.name) <= MAX_NAME
+    assert "pip install -e '.[dev,wandb]'" in result.stdout  # the default logger gets installed
+    assert "pip install -e '.[dev,wandb]'" in (project / "README.md").read_text()
+    assert_ruff_clean(project)
+
+    meta = tomllib.loads((project / "pyproject.toml").read_text())["project"]
+    assert meta["authors"] == [{"name": UNUSUAL["author"], "email": UNUSUAL["email"]}]
+    assert meta["description"] == UNUSUAL["description"]
+    # setuptools turns it into package metadata (what pip install would do first)
+    build = "from setuptools import build_meta; print(build_meta.prepare_metadata_for_build_wheel('.'))"
+    made = subprocess.run([sys.executable, "-c", build], cwd=project, capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    metadata = (project / made.stdout.split()[-1] / "METADATA").read_text()
+    assert f"Summary: {UNUSUAL['description']}\n" in metadata
+
+    assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in (project / "LICENSE").read_text()
+    assert "#SBATCH --account=0123" in (project / "scripts" / "run-gpu1.sh").read_text()
+    assert "multirun/" in (project / ".gitignore").read_text().splitlines()
+    # the project's own test of the #SBATCH header, with this account
+    header = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_slurm_render.py", "-k", "header"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
+    assert header.returncode == 0, header.stdout[-3000:]
+
+
+@pytest.mark.parametrize(
+    "answers, slug, package",
+    [
+        ({"project_name": "AC/DC"}, "ac-dc", "ac_dc"),
+        ({"project_name": "net_"}, "net", "net"),
+        ({"project_name": "Q", "email": ""}, "q", "q"),  # short names: ruff format must not join lines
+        ({"package_name": LONG[:MAX_NAME], "project_slug": LONG[:MAX_NAME].replace("_", "-")}, None, None),
+    ],
+    ids=["slash", "underscore", "one-letter-no-email", "longest"],
+)
+def test_unusual_names_bake_clean(answers, slug, package, tmp_path):
+    project = bake(tmp_path, **answers)
+    slug = slug or answers["project_slug"]
+    assert project.name == slug and (project / "src" / (package or answers["package_name"])).is_dir()
+    assert_ruff_clean(project)
+    tomllib.loads((project / "pyproject.toml").read_text())

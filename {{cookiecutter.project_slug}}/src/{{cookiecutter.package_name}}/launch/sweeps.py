@@ -1,0 +1,74 @@
+"""Multirun (`python train.py -m ...`): a summary of what each point wrote, and a guard.
+
+Hydra's basic launcher runs the points one after another inside this process. Lightning's
+DDP launcher starts the other ranks by running this command line again, and each of them
+would run the whole sweep: a multi-process point needs one job per point
+(`hydra/launcher=slurm`), where Slurm starts every rank of the point.
+"""
+
+from pathlib import Path
+
+import yaml
+from hydra.core.hydra_config import HydraConfig
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from .errors import SetupError
+
+SUMMARY = "sweep_summary.yaml"
+
+
+class SweepSummary(Callback):
+    """Writes <sweep dir>/sweep_summary.yaml when a multirun ends: per point its overrides,
+    directory, Slurm job and checkpoints."""
+
+    def __setstate__(self, state):
+        # Unpickled inside each Slurm job of a sweep (submitit), where train.py's own
+        # register_resolvers() did not run: the config's ${default_run_id:} etc. need them.
+        from .environment import register_resolvers
+
+        register_resolvers()
+        self.__dict__.update(state)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        points = [point_summary(path.parent.parent) for path in sorted(sweep_dir.glob("*/.hydra/overrides.yaml"))]
+        if not points:
+            return
+        points.sort(key=lambda point: point["num"])
+        (sweep_dir / SUMMARY).write_text(
+            yaml.safe_dump({"sweep_dir": str(sweep_dir), "points": points}, sort_keys=False)
+        )
+        print(f"Sweep summary: {sweep_dir / SUMMARY}")
+
+
+def point_summary(directory: Path) -> dict:
+    hydra = yaml.safe_load((directory / ".hydra" / "hydra.yaml").read_text())["hydra"]
+    checkpoints = sorted(str(path.relative_to(directory)) for path in directory.rglob("*.ckpt"))
+    return {
+        "num": hydra["job"]["num"],
+        "overrides": hydra["overrides"]["task"],
+        "directory": str(directory),
+        "slurm_job": hydra["job"].get("id"),
+        "checkpoints": checkpoints,
+        "finished": any(Path(path).name == "last.ckpt" for path in checkpoints),
+    }
+
+
+def check_multirun(cfg: DictConfig) -> None:
+    """Refuse a multi-process point in a multirun on this machine (see the module's note)."""
+    if not HydraConfig.initialized():
+        return
+    hydra = HydraConfig.get()
+    if hydra.mode != RunMode.MULTIRUN or hydra.runtime.choices.get("hydra/launcher") == "slurm":
+        return
+    processes = cfg.trainer.devices * cfg.trainer.num_nodes if isinstance(cfg.trainer.devices, int) else 1
+    if processes > 1:
+        raise SetupError(
+            f"multirun with trainer.devices={cfg.trainer.devices} x trainer.num_nodes={cfg.trainer.num_nodes}: "
+            "on this machine Hydra runs the points one by one in this process, and each DDP rank would start "
+            "the whole sweep again.\n"
+            "Fix: submit one Slurm job per point (-m hydra/launcher=slurm cluster=...), "
+            "or sweep single-process runs (trainer.devices=1)."
+        )

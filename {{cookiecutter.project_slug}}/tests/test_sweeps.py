@@ -1,0 +1,141 @@
+"""Sweeps: `python train.py -m ...` on this machine, and one Slurm job per point through
+Hydra's submitit launcher (configs/hydra/launcher/slurm.yaml)."""
+
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+import yaml
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
+from {{ cookiecutter.package_name }}.slurm.profiles import choices, load
+from {{ cookiecutter.package_name }}.slurm.render import Job, sbatch_header
+
+from tests.helpers import FAST, PROJECT, project_env
+from tests.slurm_helpers import RecordStarts  # noqa: F401  (used through +callbacks overrides)
+
+SLURM_PROFILES = [name for name in choices("cluster") if load("cluster", name).get("slurm")]
+
+
+def sweep_options(*overrides: str) -> dict:
+    """hydra.launcher as the slurm launcher config resolves it for these overrides."""
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(PROJECT / "configs"), version_base="1.3"):
+        cfg = compose("train", overrides=["hydra/launcher=slurm", *overrides], return_hydra_config=True)
+    return OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
+
+
+def sbatch_lines(job: Job) -> dict:
+    return dict(re.fullmatch(r"#SBATCH --([\w-]+)=?(.*)", line).groups() for line in sbatch_header(job))
+
+
+@pytest.mark.parametrize("cluster", SLURM_PROFILES)
+def test_sweep_jobs_ask_slurm_for_what_the_rendered_scripts_ask(cluster):
+    profile = load("cluster", cluster)
+    for nodes in (1, 2):
+        options = sweep_options(f"cluster={cluster}", f"cluster.num_nodes={nodes}", "strategy=ddp")
+        script = sbatch_lines(Job(profile, "ddp", "srun", nodes))
+        assert options["account"] == (script.get("account") or None)
+        assert options["partition"] == script.get("partition")
+        assert str(options["nodes"]) == script["nodes"]
+        assert str(options["tasks_per_node"]) == script["ntasks-per-node"]
+        assert str(options["cpus_per_task"]) == script["cpus-per-task"]
+        extra = options["additional_parameters"]
+        for key in ("mem", "gres", "gpus-per-node"):
+            assert str(extra[key]) == script[key] if key in script else key not in extra, key
+        assert extra["signal"] == script["signal"] and extra["requeue"] is True
+        hours, minutes, _ = (int(part) for part in script["time"].split(":"))
+        assert options["timeout_min"] == hours * 60 + minutes
+        for module in profile["slurm"]["modules"]:
+            assert module in options["setup"][0]
+
+
+def run_sweep(*overrides: str, env=None, timeout=600) -> subprocess.CompletedProcess:
+    command = [sys.executable, "train.py", "-m", *overrides]
+    return subprocess.run(
+        command, cwd=PROJECT, env=env or project_env(), capture_output=True, text=True, timeout=timeout
+    )
+
+
+def summary_of(tmp_path) -> dict:
+    (summary,) = tmp_path.glob("multirun/*/sweep_summary.yaml")
+    return yaml.safe_load(summary.read_text())
+
+
+def test_a_sweep_of_single_process_runs_on_this_machine(tmp_path):
+    result = run_sweep(*FAST, "trainer.accelerator=cpu", f"output_root={tmp_path}", "seed=1,2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    points = summary_of(tmp_path)["points"]
+    assert [point["overrides"][-1] for point in points] == ["seed=1", "seed=2"]
+    assert len({point["directory"] for point in points}) == 2
+    assert all("checkpoints/last.ckpt" in point["checkpoints"] for point in points)
+
+
+def test_a_multi_process_sweep_on_this_machine_is_refused_with_the_reason(tmp_path):
+    result = run_sweep(*FAST, "trainer.accelerator=cpu", "trainer.devices=2", f"output_root={tmp_path}", "seed=1,2")
+    assert result.returncode == 2
+    assert "Fix: submit one Slurm job per point (-m hydra/launcher=slurm" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not list(tmp_path.rglob("*.ckpt"))
+
+
+SLURM_SWEEP = [*FAST, "hydra/launcher=slurm", "cluster=localslurm", "cluster.num_nodes=2", "strategy=ddp"]
+
+
+def last_step(checkpoint) -> int:
+    return torch.load(checkpoint, map_location="cpu", weights_only=False)["global_step"]
+
+
+def test_a_sweep_of_two_node_jobs_runs_one_job_per_point(local_slurm, tmp_path):
+    result = run_sweep(*SLURM_SWEEP, f"output_root={tmp_path}", "seed=1,2", env=local_slurm.env())
+    assert result.returncode == 0, result.stdout + result.stderr
+    points = summary_of(tmp_path)["points"]
+    assert len(points) == 2 and len({point["slurm_job"] for point in points}) == 2
+    for point in points:
+        assert point["finished"], point
+        task_logs = list(tmp_path.glob(f"multirun/*/.submitit/{point['slurm_job']}/*_log.out"))
+        members = set(re.findall(r"MEMBER: (\d)/4", "".join(path.read_text() for path in task_logs)))
+        assert len(task_logs) == 4 and members == {"1", "2", "3", "4"}, task_logs  # 2 nodes x 2 tasks
+
+
+def test_a_preempted_sweep_job_requeues_and_resumes(local_slurm, tmp_path):
+    starts = tmp_path / "starts"
+    sweep = subprocess.Popen(
+        [
+            sys.executable,
+            "train.py",
+            "-m",
+            *SLURM_SWEEP,
+            f"output_root={tmp_path}",
+            "seed=1",
+            "trainer.limit_train_batches=40",
+            "trainer.max_epochs=2",
+            "+callbacks.starts._target_=tests.slurm_helpers.RecordStarts",
+            f"+callbacks.starts.path={starts}",
+            "+callbacks.starts.seconds_per_step=0.25",
+        ],
+        cwd=PROJECT,
+        env=local_slurm.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        local_slurm.wait_for(
+            lambda: (starts / "starts-rank0.txt").exists(), "the sweep job did not start training", 300
+        )
+        (job_id,) = {path.name for path in tmp_path.glob("multirun/*/.submitit/[0-9]*")}  # one point: no array
+        local_slurm.command("scancel", "--signal=USR1", job_id)
+        local_slurm.release_requeued(job_id)
+        output, _ = sweep.communicate(timeout=600)
+    finally:
+        sweep.kill()
+    assert sweep.returncode == 0, output
+    starts_rank0 = [tuple(map(int, line.split())) for line in (starts / "starts-rank0.txt").read_text().splitlines()]
+    assert len(starts_rank0) == 2 and starts_rank0[1][1] > 0, starts_rank0  # the second start resumed
+    (point,) = summary_of(tmp_path)["points"]
+    assert point["finished"]
