@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_dir
 
 from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
 from {{ cookiecutter.package_name }}.launch.errors import SetupError
-from {{ cookiecutter.package_name }}.speed import check_fused, check_speed, set_matmul_precision
+from {{ cookiecutter.package_name }}.speed import check_fused, check_speed, set_matmul_precision, trains_on_gpu
 
 from tests.helpers import FAST, PROJECT, project_env, run_train
 
@@ -83,8 +83,11 @@ def test_cpu_runs_keep_float32_matmuls():
     before = torch.get_float32_matmul_precision()
     try:
         torch.set_float32_matmul_precision("highest")
-        set_matmul_precision(composed().speed, pl.Trainer(accelerator="cpu", logger=False))
+        trainer = pl.Trainer(accelerator="cpu", logger=False)
+        set_matmul_precision(composed().speed, on_gpu=trains_on_gpu(trainer))
         assert torch.get_float32_matmul_precision() == "highest"
+        set_matmul_precision(composed().speed, on_gpu=True)
+        assert torch.get_float32_matmul_precision() == "high"  # the default: TF32
     finally:
         torch.set_float32_matmul_precision(before)
 

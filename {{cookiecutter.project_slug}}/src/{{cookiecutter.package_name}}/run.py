@@ -6,7 +6,7 @@ from omegaconf import DictConfig
 from pytorch_lightning.utilities import rank_zero_info
 
 from .launch.checks import check_environment
-from .speed import compiled, set_matmul_precision
+from .speed import compiled, set_matmul_precision, trains_on_gpu
 
 
 def build_strategy(cfg: DictConfig):
@@ -28,7 +28,7 @@ def run(cfg: DictConfig) -> pl.Trainer:
     datamodule = instantiate(cfg.data)
     model = instantiate(cfg.model)
     trainer = build_trainer(cfg)
-    set_matmul_precision(cfg.speed, trainer)
+    set_matmul_precision(cfg.speed, on_gpu=trains_on_gpu(trainer))
     model = compiled(cfg.speed, model)
     rank_zero_info(f"Run directory (shared by all ranks): {cfg.output_dir}")
     trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.ckpt_path)

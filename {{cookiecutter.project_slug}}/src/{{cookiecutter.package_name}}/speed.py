@@ -56,10 +56,14 @@ def check_fused(model: DictConfig) -> None:
         )
 
 
-def set_matmul_precision(speed: DictConfig, trainer: pl.Trainer) -> None:
-    """Before fit, so that Lightning does not warn that it was left at "highest"."""
-    if isinstance(trainer.accelerator, CUDAAccelerator):
+def set_matmul_precision(speed: DictConfig, on_gpu: bool) -> None:
+    """Before fit, so that Lightning does not warn that it was left at "highest"; GPUs only."""
+    if on_gpu:
         torch.set_float32_matmul_precision(speed.matmul_precision)
+
+
+def trains_on_gpu(trainer: pl.Trainer) -> bool:
+    return isinstance(trainer.accelerator, CUDAAccelerator)  # ROCm GPUs too
 
 
 def compiled(speed: DictConfig, model: pl.LightningModule) -> pl.LightningModule:
