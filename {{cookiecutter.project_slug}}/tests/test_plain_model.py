@@ -5,8 +5,13 @@ its torch AdamW as DeepSpeed's CPU Adam, and its every-step `self.log` is writte
 import csv
 
 import pytest
+import torch
+
+from {{ cookiecutter.package_name }}.launch.errors import SetupError
+from {{ cookiecutter.package_name }}.strategies.fsdp2 import shard
 
 from tests.helpers import FAST, PROJECT, assert_same_weights, recorded, run_train
+from tests.plain_model import PlainModel
 from tests.sharded import parameters_only
 
 PLAIN = [f"hydra.searchpath=[file://{PROJECT / 'tests' / 'configs'}]", "model=plain", "trainer.log_every_n_steps=2"]
@@ -49,3 +54,11 @@ def test_plain_model_trains_under_deepspeed(strategy, tmp_path):
     from tests.cpu_deepspeed import CPU_DEEPSPEED
 
     train_plain(tmp_path, strategy, 1, *CPU_DEEPSPEED)
+
+
+def test_fsdp2_names_parameters_it_cannot_shard():
+    """FSDP2 shards submodules: a parameter held by the LightningModule itself gets one line and the fix."""
+    model = PlainModel()
+    model.scale = torch.nn.Parameter(torch.ones(1))
+    with pytest.raises(SetupError, match=r"holds parameters itself \(scale\)\. Fix: move them into a submodule"):
+        shard(model, mesh=None, layers=None)
