@@ -17,11 +17,22 @@ if ANSWERS["license"] == "none":
     Path("LICENSE").unlink()
 
 # scripts/run-gpu{1,4,8}.sh come from the project's own renderer, so that they never differ
-# from what `python -m <package>.slurm --write-scripts` writes later. It needs only the
-# standard library and PyYAML (a dependency of cookiecutter), not the project's own
-# dependencies, so it runs in whatever Python runs cookiecutter.
+# from what `python -m <package>.slurm --write-scripts` writes later. It reads the profiles
+# with Hydra (hydra-core, no torch); when the Python that runs cookiecutter lacks it (pipx),
+# the scripts are rendered after `pip install`, and the next steps say so.
+RENDER_LATER = ""
 sys.path.insert(0, "src")
-importlib.import_module(f"{PACKAGE}.slurm.render").write_scripts(Path.cwd())
+try:
+    render = importlib.import_module(f"{PACKAGE}.slurm.render")
+except ModuleNotFoundError as missing:
+    if missing.name.split(".")[0] not in ("hydra", "omegaconf", "antlr4", "jinja2", "yaml"):
+        raise
+    RENDER_LATER = (
+        f"\n    python -m {PACKAGE}.slurm --write-scripts"
+        f"   # scripts/run-gpu*.sh ({missing.name} was missing at bake time)"
+    )
+else:
+    render.write_scripts(Path.cwd())
 
 extras = "dev,wandb" if ANSWERS["logger"] == "wandb" else "dev"  # the default logger must import
 print(
@@ -30,7 +41,7 @@ Created {SLUG}/. Next steps:
 
     cd {SLUG}
     python -m venv .venv && source .venv/bin/activate
-    pip install -e '.[{extras}]'
+    pip install -e '.[{extras}]'{RENDER_LATER}
     python train.py experiment=smoke          # a 10-second check on synthetic data
     python train.py                           # MNIST on this machine
     pytest                                    # the project's own tests

@@ -1,5 +1,6 @@
 """Baking: every answer set gives a clean project; bad answers leave nothing behind."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -79,3 +80,31 @@ def test_each_cluster_answer_renders_the_three_scripts(cluster, tmp_path):
         pytest.skip("shellcheck is not installed (tools/setup.sh installs it when run as root)")
     result = subprocess.run(["shellcheck", *map(str, (project / "scripts").glob("*.sh"))], capture_output=True)
     assert result.returncode == 0, result.stdout.decode()
+
+
+def test_a_cookiecutter_without_hydra_says_how_to_render_the_scripts(default_project, tmp_path):
+    """cookiecutter from pipx has no hydra-core: the bake still works and names the one command
+    that renders scripts/ after `pip install`; that command writes the default bake's scripts."""
+    blocked = tmp_path / "no-hydra" / "hydra"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'hydra'\", name='hydra')\n")
+    command = [sys.executable, "-m", "cookiecutter", str(TEMPLATE), "--no-input", "-o", str(tmp_path / "out")]
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(blocked.parent)}
+    )
+    assert result.returncode == 0, result.stderr
+    project = tmp_path / "out" / default_project.name
+    assert not list((project / "scripts").glob("run-gpu*.sh"))
+    render = f"python -m {default_project.name.replace('-', '_')}.slurm --write-scripts"
+    assert render in result.stdout and "hydra was missing" in result.stdout
+    rendered = subprocess.run(
+        [sys.executable, "-m", *render.split()[2:]],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(project / "src")},
+        timeout=300,
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    for script in default_project.glob("scripts/run-gpu*.sh"):
+        assert (project / "scripts" / script.name).read_text() == script.read_text()

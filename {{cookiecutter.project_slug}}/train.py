@@ -29,6 +29,16 @@ def main(cfg: DictConfig) -> None:
     except SetupError as error:
         print(f"\nERROR: {error}", file=sys.stderr)
         sys.exit(2)
+    end_process_group()
+
+
+def end_process_group() -> None:
+    # Lightning leaves it to the program under some strategies (DeepSpeed), and torch then
+    # warns at exit that destroy_process_group() was not called.
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import pytest
 from tests.helpers import project_env, write_small_mnist
 
 SHORT = ["--steps=3", "--warmup=1", "--repeats=2", "data.num_samples=256", "data.batch_size=16", "logger=csv"]
+CPU = "trainer.accelerator=cpu"  # also where a GPU is: these tests mean the CPU
 NUMBER = r"\d+\.\d"
 LOADER_LINE = rf"^loader only: {NUMBER} samples/s = {NUMBER}x what training uses \((\d+) worker\(s\) per process\)$"
 
@@ -53,14 +54,39 @@ def test_benchmark_reads_mnist_sample_by_sample_with_workers(tmp_path):
 
 @pytest.mark.slow
 def test_benchmark_with_two_processes(tmp_path):
-    args = ["--processes=2", *SHORT, f"--json={tmp_path / 'figures.json'}"]
+    args = ["--processes=2", *SHORT, CPU, f"--json={tmp_path / 'figures.json'}"]
     stdout = run_module("benchmark", *args, cwd=tmp_path)
     check_report(stdout, json.loads((tmp_path / "figures.json").read_text()), processes=2)
 
 
 @pytest.mark.slow
 def test_scaling_prints_the_table(tmp_path):
-    stdout = run_module("benchmark.scaling", "--processes=1,2", "--repeats=1", *SHORT[:2], *SHORT[3:], cwd=tmp_path)
+    args = ["--processes=1,2", "--repeats=1", *SHORT[:2], *SHORT[3:], CPU]
+    stdout = run_module("benchmark.scaling", *args, cwd=tmp_path)
     assert "| processes | samples/s | time per epoch (s) | speed-up | efficiency |" in stdout
     assert re.search(r"^\| 1 \| \d+ \| [\d.]+ \| 1\.00 \| 100% \|$", stdout, re.M), stdout
     assert re.search(r"^\| 2 \| \d+ \| [\d.]+ \| [\d.]+ \| \d+% \|$", stdout, re.M), stdout
+
+
+def test_overhead_command_prints_microseconds_per_step(tmp_path):
+    args = ["--steps=3", "--warmup=1", "--repeats=1", "--batch-size=16", "logger=csv", CPU]
+    stdout = run_module("benchmark.overhead", *args, f"--json={tmp_path / 'overhead.json'}", cwd=tmp_path)
+    for way in ("plain", "bare", "project", "added bare-plain", "added project-bare"):
+        assert re.search(rf"^{way} +-?{NUMBER} +-?{NUMBER}$", stdout, re.M), stdout
+    figures = json.loads((tmp_path / "overhead.json").read_text())
+    assert set(figures["us_per_step"]) == {"plain", "bare", "project"}
+    assert all(way["wall"] > 0 for way in figures["us_per_step"].values())
+
+
+def test_benchmark_refuses_more_processes_than_gpus(monkeypatch, capsys):
+    import torch
+
+    from {{ cookiecutter.package_name }}.benchmark.__main__ import main
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    assert main(["--processes=2"]) == 2  # before torchrun starts any process
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("ERROR: --processes 2: each process needs its own GPU and 1 are visible here.")
+    assert "Fix: --processes 1 or fewer, or trainer.accelerator=cpu" in line

@@ -144,8 +144,9 @@ def rendered_scripts():
         profile = load("cluster", cluster)
         if profile.get("slurm") is not None:
             for launcher in LAUNCHERS:
+                strategy = "horovod" if launcher == "horovodrun" else "ddp"  # horovodrun starts only Horovod
                 for name, (nodes, gpus) in SCRIPTS.items():
-                    yield f"{cluster}-{launcher}-{name}", Job(profile, "ddp", launcher, nodes, gpus)
+                    yield f"{cluster}-{launcher}-{name}", Job(profile, strategy, launcher, nodes, gpus)
 
 
 def test_every_profile_is_accepted_by_sbatch(local_slurm, tmp_path):

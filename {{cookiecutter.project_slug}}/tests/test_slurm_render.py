@@ -15,7 +15,6 @@ from {{ cookiecutter.package_name }}.slurm.profiles import (
     choices,
     detect_cluster,
     load,
-    set_dotted,
 )
 from {{ cookiecutter.package_name }}.slurm.render import (
     LAUNCHERS,
@@ -23,14 +22,18 @@ from {{ cookiecutter.package_name }}.slurm.render import (
     SCRIPTS,
     Job,
     default_scripts,
+    job_options,
     render,
 )
 
 from tests.helpers import PROJECT
 
 SLURM_CLUSTERS = [name for name in choices("cluster") if load("cluster", name).get("slurm") is not None]
-# DDP under every launcher; Horovod (its ranks meet through MPI) under those that start MPI ranks.
-STRATEGY_LAUNCHERS = [("ddp", name) for name in LAUNCHERS] + [("horovod", name) for name in MPI_LAUNCHERS]
+# DDP under the launchers that start any strategy; Horovod (its ranks meet through MPI) under
+# those that start MPI ranks (horovodrun starts only Horovod).
+STRATEGY_LAUNCHERS = [("ddp", name) for name in LAUNCHERS if name != "horovodrun"] + [
+    ("horovod", name) for name in MPI_LAUNCHERS
+]
 
 
 def script(cluster: str, **job) -> str:
@@ -63,8 +66,8 @@ def test_every_rendered_script_passes_shellcheck(shellcheck, tmp_path):
 
 @pytest.mark.parametrize("cluster", SLURM_CLUSTERS)
 def test_every_script_has_the_promised_safety_lines(cluster):
-    for launcher in LAUNCHERS:
-        text = script(cluster, launcher=launcher, nodes=2)
+    for strategy, launcher in STRATEGY_LAUNCHERS:
+        text = script(cluster, strategy=strategy, launcher=launcher, nodes=2)
         assert "set -euo pipefail" in text
         assert "--requeue" in sbatch_lines(text)
         assert any(line.startswith("--signal=") and line.endswith("USR1@90") for line in sbatch_lines(text))
@@ -107,7 +110,7 @@ def test_launchers_split_the_node_differently():
     assert "OMP_NUM_THREADS=$((SLURM_CPUS_PER_TASK / 4))" in torchrun
     assert "scontrol requeue" in torchrun and "RESUME=(ckpt_path=last)" in torchrun
 
-    horovod = script("puhti", nodes=2, launcher="horovodrun")
+    horovod = script("puhti", strategy="horovod", nodes=2, launcher="horovodrun")
     assert 'horovodrun -np "$SLURM_NTASKS"' in horovod and "--ntasks-per-node=4" in sbatch_lines(horovod)
 
 
@@ -118,8 +121,7 @@ def test_mpi_strategies_get_the_clusters_mpi_interface_under_srun():
     assert "--mpi" not in script("puhti", nodes=2)  # DDP meets at its own rendezvous
     assert " --mpi=cray_shasta " in script("lumi", strategy="horovod")  # Cray MPICH
     assert "--mpi" not in script("puhti", strategy="horovod", launcher="horovodrun")
-    cluster_default = load("cluster", "puhti")
-    set_dotted(cluster_default, "slurm.mpi", "null")  # the cluster's MpiDefault
+    cluster_default = load("cluster", "puhti", overrides=["slurm.mpi=null"])  # the cluster's MpiDefault
     assert "--mpi" not in render(Job(cluster_default, "horovod"))
     with pytest.raises(ProfileError, match="strategy=horovod starts its ranks through MPI: use launcher=srun or"):
         Job(load("cluster", "puhti"), "horovod", launcher="torchrun")
@@ -178,3 +180,48 @@ def test_a_cluster_sets_the_trainer(cluster):
     profile = load("cluster", cluster)
     assert cfg.trainer.accelerator == "gpu"  # also LUMI's AMD GPUs: torch sees them as CUDA devices
     assert (cfg.trainer.devices, cfg.trainer.num_nodes) == (profile["devices"], 2)
+
+
+def test_profiles_are_composed_by_hydra_with_interpolations(tmp_path):
+    """The renderer reads configs/ as training does: defaults lists and ${...} work in a profile."""
+    import shutil
+
+    configs = tmp_path / "configs"
+    shutil.copytree(PROJECT / "configs" / "cluster", configs / "cluster")
+    shutil.copytree(PROJECT / "configs" / "strategy", configs / "strategy")
+    (configs / "cluster" / "mine.yaml").write_text(
+        "defaults:\n  - puhti\nname: mine\ndevices: 2\n"
+        "slurm:\n  cpus_per_gpu: ${oc.decode:${oc.env:MY_CPUS,5}}\n  mem_per_gpu: ${.mem}\n  mem: 8G\n"
+    )
+    mine = load("cluster", "mine", configs)
+    text = render(Job(mine, "ddp", configs=configs))
+    assert {"--partition=gpu", "--cpus-per-task=5", "--mem=0", "--gres=gpu:v100:2,nvme:100"} <= set(sbatch_lines(text))
+    assert "--mem=8G" in sbatch_lines(render(Job(mine, "ddp", gpus_per_node=1, configs=configs)))
+    assert load("cluster", "mine", configs, overrides=["slurm.mem=2G"])["slurm"]["mem_per_gpu"] == "2G"
+
+
+def test_profiles_load_inside_a_running_hydra_app():
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(PROJECT / "configs"), version_base="1.3"):
+        cfg = compose("train", overrides=["cluster=lumi", "output_dir=/tmp/run"])
+        assert load("cluster", "puhti")["name"] == "puhti"  # its own Hydra, then this one back
+        options = job_options(cfg.cluster, nodes=2)
+        assert compose("train", overrides=["cluster=mahti", "output_dir=/tmp/run"]).cluster.name == "mahti"
+    assert options["sbatch"]["partition"] == "standard-g" and options["sbatch"]["gpus-per-node"] == "8"
+
+
+def test_job_options_are_what_the_script_asks_for():
+    """The values a Hydra sweep on Slurm submits with: the same as the rendered script's."""
+    puhti = load("cluster", "puhti")
+    options = job_options(puhti, nodes=2, strategy="horovod")
+    text = render(Job(puhti, "horovod", nodes=2))
+    assert [f"--{key}" + ("" if value is None else f"={value}") for key, value in options["sbatch"].items()] == (
+        sbatch_lines(text)
+    )
+    assert options["sbatch"]["ntasks-per-node"] == 4 and options["sbatch"]["signal"] == "SIGUSR1@90"
+    assert "\n".join(options["setup"]) in text and "module load pytorch" in options["setup"]
+    assert options["srun"] == ['--cpus-per-task="$SLURM_CPUS_PER_TASK"', "--mpi=pmix"]
+    overrides = ["cluster=puhti", "strategy=horovod", "cluster.num_nodes=2", "cluster.devices=4"]
+    assert options["train_overrides"] == overrides
+    with pytest.raises(ProfileError, match="nodes=0"):
+        job_options(puhti, nodes=0)

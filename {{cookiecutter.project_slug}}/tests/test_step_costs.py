@@ -1,20 +1,24 @@
 """What a training step must not do: read values back from the device (`.item()`: on a GPU,
-a wait for the step to finish) or call Lightning's costly `self.log` on steps nobody writes.
+a wait for the step to finish), call Lightning's costly `self.log` on steps nobody writes,
+or carry what a single process does not need (a DDP wrapper, callbacks with nothing to do).
 
 Counted in one process on the CPU: the calls are the same on a GPU, where they cost."""
 
 import csv
+import os
 import traceback
 from collections import Counter
 
 import pytest
+import pytorch_lightning as pl
 import torch
 from hydra import compose, initialize_config_dir
+from pytorch_lightning.strategies import SingleDeviceStrategy
 
 from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
-from {{ cookiecutter.package_name }}.run import run
+from {{ cookiecutter.package_name }}.run import build_trainer, run
 
-from tests.helpers import PROJECT
+from tests.helpers import PROJECT, launcher_variable
 
 STEPS = 40
 # torch's optimizers read their step counters, and its samplers their seeds: host tensors.
@@ -22,9 +26,13 @@ HOST_ONLY = ("torch/optim/", "torch/utils/data/")
 
 
 def train_in_process(tmp_path, *overrides: str):
+    return run(config(tmp_path, *overrides))
+
+
+def config(tmp_path, *overrides: str):
     register_resolvers()
     with initialize_config_dir(config_dir=str(PROJECT / "configs"), version_base="1.3"):
-        cfg = compose(
+        return compose(
             "train",
             overrides=[
                 "data=synthetic",
@@ -40,23 +48,46 @@ def train_in_process(tmp_path, *overrides: str):
                 *overrides,
             ],
         )
-    return run(cfg)
 
 
 @pytest.fixture
 def item_calls(monkeypatch):
-    """Who called Tensor.item, by file."""
+    """Who read a tensor back to the host (.item, .tolist: on a GPU each waits), by file."""
     calls = Counter()
-    item = torch.Tensor.item
 
-    def counted(tensor):
-        caller = traceback.extract_stack(limit=2)[0].filename
-        if not any(part in caller for part in HOST_ONLY):
-            calls[caller.rsplit("site-packages/", 1)[-1]] += 1
-        return item(tensor)
+    def counting(read):
+        def counted(tensor, *args, **kwargs):
+            caller = traceback.extract_stack(limit=2)[0].filename
+            if not any(part in caller for part in HOST_ONLY):
+                calls[caller.rsplit("site-packages/", 1)[-1]] += 1
+            return read(tensor, *args, **kwargs)
 
-    monkeypatch.setattr(torch.Tensor, "item", counted)
+        return counted
+
+    for name in ("item", "tolist"):
+        monkeypatch.setattr(torch.Tensor, name, counting(getattr(torch.Tensor, name)))
     return calls
+
+
+@pytest.fixture
+def log_calls(monkeypatch):
+    """How often LightningModule.log ran."""
+    calls = Counter()
+    log = pl.LightningModule.log
+
+    def counted(module, name, *args, **kwargs):
+        calls[name] += 1
+        return log(module, name, *args, **kwargs)
+
+    monkeypatch.setattr(pl.LightningModule, "log", counted)
+    return calls
+
+
+@pytest.fixture
+def no_launcher(monkeypatch):
+    """As `python train.py` on a workstation, also when the tests run inside a Slurm job."""
+    for name in [name for name in os.environ if launcher_variable(name)]:
+        monkeypatch.delenv(name)
 
 
 def test_no_device_reads_per_step_with_the_progress_bar_on(tmp_path, item_calls):
@@ -82,22 +113,6 @@ def test_train_loss_is_logged_after_the_optimizer_steps_with_accumulation(tmp_pa
     assert steps == [4, 9, 14, 19]  # 40 batches, 20 optimizer steps
 
 
-def test_self_log_reaches_lightning_only_on_written_steps(tmp_path, monkeypatch):
-    """The models call self.log every step; callbacks/step_logging.py lets only the written steps through."""
-    from pytorch_lightning.trainer.connectors.logger_connector.result import _ResultCollection
-
-    calls = Counter()
-    log = _ResultCollection.log
-
-    def counted(self, fx, name, *args, **kwargs):
-        calls[fx, name] += 1
-        return log(self, fx, name, *args, **kwargs)
-
-    monkeypatch.setattr(_ResultCollection, "log", counted)
-    train_in_process(tmp_path, "trainer.log_every_n_steps=10")
-    assert calls["training_step", "train/loss"] == STEPS // 10
-
-
 def test_epoch_values_pass_the_gate():
     """A value logged with on_epoch=True is averaged over every step: it is never dropped."""
     from {{ cookiecutter.package_name }}.callbacks.step_logging import LogOnlyWrittenSteps
@@ -119,3 +134,20 @@ def test_epoch_values_pass_the_gate():
     gate.teardown(None, module, "fit")
     module.log("after", 1.0)
     assert module.logged[-1] == "after"
+
+
+def test_self_log_runs_only_on_the_steps_the_logger_writes(tmp_path, log_calls):
+    train_in_process(tmp_path, "trainer.log_every_n_steps=10")
+    assert log_calls["train/loss"] == STEPS // 10  # not once per step: each call costs host time
+
+
+def test_ddp_on_one_process_trains_without_the_ddp_wrapper(tmp_path, no_launcher):
+    trainer = build_trainer(config(tmp_path, "strategy=ddp", "trainer.devices=1"))
+    assert isinstance(trainer.strategy, SingleDeviceStrategy), type(trainer.strategy)
+
+
+def test_callbacks_with_nothing_to_do_are_left_out(tmp_path, no_launcher):
+    trainer = build_trainer(config(tmp_path))
+    names = [type(callback).__name__ for callback in trainer.callbacks]
+    assert "SlurmRequeue" not in names, names  # outside srun: Lightning would call it on every hook
+    assert "Throughput" in names and "ProgressBar" in names

@@ -1,16 +1,30 @@
 """Build the model, data and Trainer from the composed config, then train."""
 
+import os
+
 import pytorch_lightning as pl
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 from pytorch_lightning.utilities import rank_zero_info
 
 from .launch.checks import check_environment
+from .launch.warnings import quiet_benign_messages
 from .speed import compiled, set_matmul_precision, trains_on_gpu
+
+
+def one_process(cfg: DictConfig) -> bool:
+    """One device on one node, and no launcher (torchrun) that started more processes."""
+    devices = cfg.trainer.devices
+    return str(devices) == "1" and cfg.trainer.num_nodes == 1 and int(os.environ.get("WORLD_SIZE", 1)) == 1
 
 
 def build_strategy(cfg: DictConfig):
     instance = cfg.strategy.instance
+    if cfg.strategy.name in ("ddp", "ddp_spawn") and one_process(cfg):
+        # DDP of one process only adds per-step cost (its wrapper, the all-reduce with
+        # itself): Lightning's single-device strategy trains the same model the same way.
+        rank_zero_info(f"strategy={cfg.strategy.name} on one process: trained without DDP (one device)")
+        return "auto"
     if isinstance(instance, str):  # a name Lightning knows, such as "auto"
         return instance
     return instantiate(instance, _convert_="object")
@@ -18,12 +32,16 @@ def build_strategy(cfg: DictConfig):
 
 def build_trainer(cfg: DictConfig) -> pl.Trainer:
     callbacks = [instantiate(callback) for callback in cfg.callbacks.values()]
+    # Lightning calls every callback on every hook of every step: those with nothing to do
+    # in this run (`applies` false, e.g. the Slurm requeue outside srun) stay out.
+    callbacks = [callback for callback in callbacks if getattr(callback, "applies", True)]
     logger = instantiate(cfg.logger) if cfg.get("logger") else False
     return instantiate(cfg.trainer, strategy=build_strategy(cfg), callbacks=callbacks, logger=logger)
 
 
 def run(cfg: DictConfig) -> pl.Trainer:
     check_environment(cfg)
+    quiet_benign_messages()
     pl.seed_everything(cfg.seed, workers=True)
     datamodule = instantiate(cfg.data)
     model = instantiate(cfg.model)

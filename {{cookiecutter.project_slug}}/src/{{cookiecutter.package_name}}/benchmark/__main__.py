@@ -34,6 +34,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=10, help="untimed steps before them (default 10)")
     parser.add_argument("--repeats", type=int, default=5, help="repeats of each way, interleaved (default 5)")
     parser.add_argument("--ways", default="plain,lightning", help="which to run (default plain,lightning)")
+    parser.add_argument(
+        "--compile",
+        metavar="MODE",
+        choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
+        help="torch.compile both ways in this mode (reduce-overhead: CUDA graphs)",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--config-dir", type=Path, default=PROJECT / "configs")
     parser.add_argument("--verbose", action="store_true", help="keep Lightning's messages")
@@ -75,10 +81,28 @@ def compose_config(args: argparse.Namespace, world_size: int, local_world_size: 
         return compose("train", overrides=[*defaults, *args.overrides, f"output_dir={output_dir}"])
 
 
+def too_many_processes(args: argparse.Namespace) -> str | None:
+    """Why --processes cannot run here (one GPU per process), or None."""
+    import torch
+
+    cfg = compose_config(args, args.processes, args.processes, tempfile.gettempdir())
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if cfg.trainer.accelerator not in ("auto", "gpu", "cuda") or gpus == 0 or args.processes <= gpus:
+        return None
+    return (
+        f"--processes {args.processes}: each process needs its own GPU and {gpus} are visible here. "
+        f"Fix: --processes {gpus} or fewer, or trainer.accelerator=cpu to run them on the CPU."
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     if args.processes > 1 and "LOCAL_RANK" not in os.environ:
+        problem = too_many_processes(args)
+        if problem:
+            print(f"ERROR: {problem}", file=sys.stderr)
+            return 2
         return relaunch_with_torchrun(args.processes, argv)
 
     import torch
@@ -117,9 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         for way in ways if repeat % 2 == 0 else reversed(ways):  # alternate who goes first
             if way == "plain":
                 window = StepWindow(args.warmup, args.steps, batch_size, device)
-                runs[way].append(train_plain(cfg, window, device))
+                runs[way].append(train_plain(cfg, window, device, args.compile))
             else:
-                runs[way].append(train_lightning(cfg, args.warmup, args.steps))
+                runs[way].append(train_lightning(cfg, args.warmup, args.steps, args.compile))
     loader, train_samples, workers = loader_only(cfg, args.steps, device)
 
     mine = {"runs": {way: [vars(m) for m in measured] for way, measured in runs.items()}, "loader": loader}
@@ -151,6 +175,7 @@ def settings(args: argparse.Namespace, cfg, device, world_size: int, train_sampl
         "data": cfg.data._target_.rsplit(".", 1)[-1],
         "batch_size_per_process": cfg.data.batch_size,
         "precision": str(cfg.trainer.precision),
+        "compile": args.compile or "no",
         "processes": world_size,
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({os.cpu_count()} cores)",
         "threads_per_process": torch.get_num_threads(),

@@ -21,9 +21,29 @@ class TimeSteps(pl.Callback):
         self.window.step_done()
 
 
-def train_lightning(cfg: DictConfig, warmup: int, steps: int) -> Measurement:
+class CompileModel(pl.Callback):
+    """torch.compile of the LightningModule's calls, as the plain loop compiles its module.
+    Used only where the config has no `speed.compile` switch of its own."""
+
+    def __init__(self, mode: str):
+        self.mode = mode
+
+    def setup(self, trainer, pl_module, stage):
+        pl_module.compile(mode=self.mode)  # before the strategy wraps it (DDP)
+
+
+def train_lightning(cfg: DictConfig, warmup: int, steps: int, compile_mode: str | None = None) -> Measurement:
+    return timed_run(cfg, warmup, steps, compile_mode).result()
+
+
+def timed_run(cfg: DictConfig, warmup: int, steps: int, compile_mode: str | None = None) -> StepWindow:
+    """Train `warmup + steps` steps through `run.run`; the window that timed them."""
     cfg = cfg.copy()
     with open_dict(cfg):
+        if compile_mode and "compile" in cfg.get("speed", {}):
+            cfg.speed.compile = compile_mode  # the project's own switch, applied by run.py
+        elif compile_mode:
+            cfg.callbacks.benchmark_compile = {"_target_": f"{__name__}.CompileModel", "mode": compile_mode}
         cfg.trainer.max_steps = warmup + steps
         cfg.trainer.max_epochs = warmup + steps  # enough: max_steps stops it
         cfg.trainer.limit_train_batches = None
@@ -38,4 +58,4 @@ def train_lightning(cfg: DictConfig, warmup: int, steps: int) -> Measurement:
         }
     trainer = run(cfg)
     (timer,) = [callback for callback in trainer.callbacks if isinstance(callback, TimeSteps)]
-    return timer.window.result()
+    return timer.window

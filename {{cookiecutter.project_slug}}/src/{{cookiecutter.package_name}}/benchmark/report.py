@@ -63,8 +63,8 @@ def print_report(figures: Figures) -> None:
     s = figures.settings
     print(
         f"\nbenchmark: {s['model']} on {s['data']}, batch {s['batch_size_per_process']} per process, "
-        f"precision {s['precision']}, {s['processes']} process(es) x {s['threads_per_process']} thread(s) "
-        f"on {s['device']}\n"
+        f"precision {s['precision']}, compiled: {s.get('compile', 'no')}, "
+        f"{s['processes']} process(es) x {s['threads_per_process']} thread(s) on {s['device']}\n"
         f"           {s['steps']} timed steps after {s['warmup']} warm-up, {s['repeats']} interleaved repeats; "
         f"{s['versions']}"
     )

@@ -24,11 +24,13 @@ class SlurmRequeue(pl.Callback):
         self.signum = signal.Signals(signum)
         self.requested = False
         self.active = False
+        # Only where srun started every rank: torchrun/horovodrun jobs are requeued by the batch
+        # script, which gets the signal instead (--signal=B:USR1@90). Elsewhere run.py leaves
+        # this callback out: Lightning would call it on every hook of every step for nothing.
+        self.applies = SLURMEnvironment.detect() and not TorchElasticEnvironment.detect()
 
     def setup(self, trainer, pl_module, stage):
-        # Only where srun started every rank: torchrun/horovodrun jobs are requeued by the batch
-        # script, which gets the signal instead (--signal=B:USR1@90).
-        self.active = stage == "fit" and SLURMEnvironment.detect() and not TorchElasticEnvironment.detect()
+        self.active = stage == "fit" and self.applies
         if self.active:
             # Registered before Lightning registers its handlers, so it keeps its own off for this signal.
             signal.signal(self.signum, self._on_signal)

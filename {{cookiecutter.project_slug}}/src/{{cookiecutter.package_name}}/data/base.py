@@ -4,6 +4,7 @@ import os
 
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.utilities import rank_zero_info
 from torch.utils.data import Dataset
 
 from .in_memory import InMemoryImages, normalize
@@ -54,7 +55,16 @@ class ImageDataModule(pl.LightningDataModule):
 
     def train_dataloader(self):
         self.train_set = self.placed(self.train_set)
-        return self._loader(self.train_set, shuffle=True)
+        loader = self._loader(self.train_set, shuffle=True)
+        rank_zero_info(f"Training data: {self._how_loaded(self.train_set, loader.num_workers)}")
+        return loader
+
+    def _how_loaded(self, dataset: Dataset, workers: int) -> str:
+        # Said once at the start, so that nobody has to wonder about (or "fix") 0 workers.
+        if isinstance(dataset, InMemoryImages):
+            where = "GPU memory" if dataset.images.is_cuda else "memory"
+            return f"in {where}, a batch per indexing operation: no DataLoader workers (nothing to do for them)"
+        return f"read sample by sample by {workers} loader worker(s) per process (data.num_workers={self.num_workers})"
 
     def val_dataloader(self):
         self.val_set = self.placed(self.val_set)

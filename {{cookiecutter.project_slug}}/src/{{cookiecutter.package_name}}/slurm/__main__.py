@@ -12,22 +12,37 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .profiles import ProfileError, detect_cluster, load, set_dotted
+from .profiles import ProfileError, detect_cluster, load
 from .render import LAUNCHERS, Job, render, script_targets, strategy_launcher, write_scripts
 
 SETTINGS = ("cluster", "strategy", "launcher", "nodes", "gpus", "test")
+BOOLEANS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+
+
+class OneLineParser(argparse.ArgumentParser):
+    def error(self, message):  # one line, not usage + error
+        self.exit(2, f"ERROR: {message} (see --help)\n")
+
+
+def count(key: str, text: str) -> int:
+    """nodes=2, gpus=4: a whole number from 1 (a Job refuses 0 and negatives with the fix)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise ProfileError(f"{key}={text}: a whole number from 1, e.g. {key}=2") from None
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     train_overrides = argv[argv.index("--") + 1 :] if "--" in argv else []
     argv = argv[: argv.index("--")] if "--" in argv else argv
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog=f"python -m {__package__}",
         description="Render an sbatch script from configs/cluster/<cluster>.yaml; print it, write it or submit it.",
         epilog=(
-            "settings: cluster=NAME strategy=NAME nodes=N gpus=N (per node; default: all of a node) "
+            "settings: cluster=NAME strategy=NAME nodes=N gpus=N|all (per node; default: all of a node) "
             f"launcher={'|'.join(LAUNCHERS)} test=true (test partition), and cluster.KEY=VALUE for any profile "
-            "value, e.g. cluster.slurm.time=12:00:00. Arguments after -- become train.py overrides."
+            "value, e.g. cluster.slurm.time=12:00:00 (Hydra's override syntax: +cluster.KEY=VALUE adds a key). "
+            "Arguments after -- become train.py overrides."
         ),
     )
     parser.add_argument("settings", nargs="*", metavar="KEY=VALUE")
@@ -43,27 +58,31 @@ def job_from(settings: list[str], train_overrides: list[str], command: str) -> J
     values, profile_overrides = {}, []
     for setting in settings:
         key, sep, value = setting.partition("=")
-        if not sep or (key not in SETTINGS and not key.startswith("cluster.")):
+        profile_key = key.lstrip("+~").startswith("cluster.")
+        if not (sep or key.startswith("~")) or (key not in SETTINGS and not profile_key):
             raise ProfileError(f"{setting!r}: expected KEY=VALUE with KEY one of {', '.join(SETTINGS)} or cluster.*")
-        if key.startswith("cluster."):
-            profile_overrides.append((key.removeprefix("cluster."), value))
+        if profile_key:  # a Hydra override of the profile: cluster.KEY=VALUE, +cluster.KEY=VALUE, ~cluster.KEY
+            sign = setting[0] if setting[0] in "+~" else ""
+            profile_overrides.append(sign + setting.removeprefix(sign).removeprefix("cluster."))
         else:
             values[key] = value
     targets = script_targets()
     if "cluster" not in values:
         detected = detect_cluster()
         values["cluster"] = detected[0] if detected else targets["cluster"]
-    cluster = load("cluster", values["cluster"])
-    for key, value in profile_overrides:
-        set_dotted(cluster, key, value)
+    cluster = load("cluster", values["cluster"], overrides=profile_overrides)
     strategy = values.get("strategy", targets["strategy"])
+    test = values.get("test", "false")
+    if test.lower() not in BOOLEANS:
+        raise ProfileError(f"test={test}: use test=true (the test partition and its time limit) or test=false")
+    gpus = values.get("gpus", "all")
     return Job(
         cluster=cluster,
         strategy=strategy,
         launcher=values.get("launcher") or strategy_launcher(strategy),
-        nodes=int(values.get("nodes", 1)),
-        gpus_per_node=int(values["gpus"]) if "gpus" in values else None,
-        test=str(values.get("test", "false")).lower() in ("1", "true", "yes"),
+        nodes=count("nodes", values.get("nodes", "1")),
+        gpus_per_node=None if gpus == "all" else count("gpus", gpus),
+        test=BOOLEANS[test.lower()],
         train_overrides=train_overrides,
         rendered_by=command,
     )
@@ -73,18 +92,21 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     try:
+        for argument in argv:  # each lands in the script's comments, where a newline would start a command
+            if not argument.isprintable():
+                raise ProfileError(f"{argument!r}: arguments must be one line of printable text")
         if args.write_scripts:
             for path in write_scripts():
                 print(f"wrote {path}")
             return 0
         job = job_from(args.settings, args.train_overrides, shlex.join(["python", "-m", __package__, *argv]))
-    except ProfileError as error:
+        output = args.output
+        if args.submit and output is None:
+            output = Path("logs") / f"sbatch-{job.cluster['name']}-{job.nodes}x{job.gpus}-{job.launcher}.sh"
+        text = render(job).replace("THIS_SCRIPT", str(output) if output else "SCRIPT")
+    except ProfileError as error:  # before any file is written
         print(f"ERROR: {error}", file=sys.stderr)
         return 2
-    output = args.output
-    if args.submit and output is None:
-        output = Path("logs") / f"sbatch-{job.cluster['name']}-{job.nodes}x{job.gpus}-{job.launcher}.sh"
-    text = render(job).replace("THIS_SCRIPT", str(output) if output else "SCRIPT")
     if output is None:
         print(text, end="")
         return 0

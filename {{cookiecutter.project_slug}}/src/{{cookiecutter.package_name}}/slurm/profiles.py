@@ -1,17 +1,19 @@
-"""Read the config files that the sbatch renderer needs, without Hydra.
-
-Hydra composes the same files for train.py. Here only what a script needs is read: a
-file's `defaults:` from its own group are merged first, then the file itself (Hydra's
-order when `_self_` is not listed), so a profile states only what differs from its base.
-"""
+"""Read the cluster and strategy configs for the sbatch renderer through Hydra's compose API:
+the same files, defaults lists and ${...} interpolations that train.py composes."""
 
 import fnmatch
+import functools
 import os
 import socket
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
-import yaml
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 PROJECT = Path(__file__).resolve().parents[3]
 CONFIGS = PROJECT / "configs"
@@ -21,49 +23,67 @@ class ProfileError(ValueError):
     """A profile or override that does not exist; the message lists what does."""
 
 
-def merge(base: dict, update: dict) -> dict:
-    """Nested dicts merge key by key; anything else (lists too) is replaced, as in Hydra."""
-    merged = dict(base)
-    for key, value in update.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
 def choices(group: str, configs: Path = CONFIGS) -> list[str]:
     return sorted(path.stem for path in (configs / group).glob("*.yaml") if not path.stem.startswith("_"))
 
 
-def load(group: str, name: str, configs: Path = CONFIGS) -> dict:
-    """configs/<group>/<name>.yaml merged over the files its `defaults:` names."""
-    path = configs / group / f"{name}.yaml"
-    if not path.is_file():
+@contextmanager
+def hydra_for(configs: Path):
+    """Hydra reading `configs`, also inside a running Hydra app (train.py, a sweep): restored after."""
+    outer = GlobalHydra.instance().hydra
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(configs.resolve()), version_base="1.3"):
+            yield
+    finally:
+        GlobalHydra.instance().clear()
+        GlobalHydra.instance().hydra = outer
+
+
+def load(group: str, name: str, configs: Path = CONFIGS, overrides: list[str] = (), resolve: bool = True) -> dict:
+    """configs/<group>/<name>.yaml as Hydra composes it, with `KEY=VALUE` overrides of its keys
+    (`+KEY=VALUE` adds a key, `~KEY` removes one), as plain data."""
+    if name not in choices(group, configs):
         raise ProfileError(f"{group}={name} does not exist; choose one of: {', '.join(choices(group, configs))}")
-    data = yaml.safe_load(path.read_text()) or {}
-    merged: dict = {}
-    for parent in data.pop("defaults", []):
-        if isinstance(parent, str) and parent != "_self_":
-            merged = merge(merged, load(group, parent, configs))
-    return merge(merged, data)
+    try:
+        config = composed(configs, (f"+{group}={name}",), files(configs, group))[group]
+        for override in overrides:
+            check_key(group, config, override)
+        if overrides:
+            more = (f"+{group}={name}", *(prefixed(group, o) for o in overrides))
+            config = composed(configs, more, files(configs, group))[group]
+        return OmegaConf.to_container(config, resolve=resolve)  # ${oc.env:...} etc. read now, not cached
+    except (HydraException, OmegaConfBaseException) as error:  # Hydra's own message spans lines
+        problem = " ".join(str(error).split("\n")[0].split())
+        hint = " (quote a value with special characters: KEY='...')" if "input" in problem else ""
+        raise ProfileError(f"{group}={name} {' '.join(overrides)}: {problem}{hint}") from None
 
 
-def set_dotted(config: dict, dotted_key: str, text: str) -> None:
-    """`slurm.time=02:00:00` style overrides; unknown keys are refused (a typo would be ignored)."""
-    *parents, last = dotted_key.split(".")
-    node = config
-    for key in parents:
-        if not isinstance(node.get(key), dict):
-            raise ProfileError(f"cluster.{dotted_key}: no such key in the profile")
-        node = node[key]
-    if last not in node:
-        raise ProfileError(f"cluster.{dotted_key}: no such key; known here: {', '.join(node)}")
-    value = yaml.safe_load(text)  # numbers, lists, null, ...
-    # ... but a string stays a string: YAML would read a time such as 12:00:00 as a number;
-    # `null` clears any value (e.g. cluster.slurm.mpi=null: the cluster's own default).
-    keep_text = isinstance(node[last], str) or (node[last] is None and ":" in text)
-    node[last] = text if keep_text and value is not None else value
+@functools.lru_cache(maxsize=128)
+def composed(configs: Path, overrides: tuple[str, ...], files: tuple) -> DictConfig:
+    """Hydra's composition (it takes a while), once per process for the same files and overrides."""
+    with hydra_for(configs):
+        return compose(overrides=list(overrides))
+
+
+def files(configs: Path, group: str) -> tuple:
+    """The group's files and their change times: an edited profile is composed again."""
+    return tuple((path.name, path.stat().st_mtime_ns) for path in sorted((configs / group).glob("*.yaml")))
+
+
+def check_key(group: str, config, override: str) -> None:
+    """KEY=VALUE must name a key of the profile: a typo would otherwise be ignored."""
+    key = override.split("=")[0]
+    if key.startswith(("+", "~")) or OmegaConf.select(config, key, default=KeyError) is not KeyError:
+        return
+    parent = OmegaConf.select(config, key.rpartition(".")[0]) if "." in key else config
+    known = ", ".join(parent) if OmegaConf.is_dict(parent) else "none"
+    raise ProfileError(f"{group}.{key}: no such key; known here: {known} (+{group}.{key}=... adds it)")
+
+
+def prefixed(group: str, override: str) -> str:
+    sign = override[0] if override[0] in "+~" else ""
+    return f"{sign}{group}.{override.removeprefix(sign)}"
 
 
 def detect_cluster(
@@ -72,7 +92,13 @@ def detect_cluster(
     """The profile whose `detect:` matches SLURM_CLUSTER_NAME, else the host name: (name, why)."""
     if hostnames is None:
         hostnames = [socket.gethostname()]  # not getfqdn(): a DNS lookup can stall every start
-    profiles = {name: load("cluster", name, configs).get("detect") or {} for name in choices("cluster", configs)}
+    # Each file's own `detect:`, not composed: train.py runs this at every start (a composition
+    # of every profile costs seconds on a busy node), and a profile built on another (defaults:
+    # [puhti]) must not claim that cluster's hosts too.
+    profiles = {}
+    for name in choices("cluster", configs):
+        detect = OmegaConf.load(configs / "cluster" / f"{name}.yaml").get("detect") or {}
+        profiles[name] = OmegaConf.to_container(OmegaConf.create(detect), resolve=True)
     slurm_name = env.get("SLURM_CLUSTER_NAME")
     for name, detect in profiles.items():
         if slurm_name and slurm_name in (detect.get("cluster_names") or []):

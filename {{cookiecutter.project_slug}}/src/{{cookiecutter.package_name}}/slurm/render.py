@@ -13,14 +13,15 @@ With the last two Slurm signals the batch shell, which requeues the job; the req
 resumes from the last checkpoint (`ckpt_path=last`).
 """
 
-import re
 import shlex
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-import yaml
+import jinja2
+from omegaconf import OmegaConf
 
+from .checks import SIZE, check_profile, in_double_quotes, is_count, refuse, shell_word, unset_safe
 from .profiles import CONFIGS, PROJECT, ProfileError, load
 
 LAUNCHERS = ("srun", "torchrun", "horovodrun")
@@ -34,7 +35,7 @@ SCRIPTS = {"run-gpu1.sh": (1, 1), "run-gpu4.sh": (1, None), "run-gpu8.sh": (2, N
 
 @dataclass
 class Job:
-    cluster: dict  # a loaded profile (profiles.load("cluster", name))
+    cluster: dict  # a loaded profile (profiles.load("cluster", name)) or cfg.cluster
     strategy: str
     launcher: str = "srun"
     nodes: int = 1
@@ -45,10 +46,22 @@ class Job:
     configs: Path = CONFIGS  # where configs/strategy/<strategy>.yaml is read
 
     def __post_init__(self):
+        if OmegaConf.is_config(self.cluster):  # cfg.cluster of a composed train config
+            self.cluster = OmegaConf.to_container(self.cluster, resolve=True)
         if self.cluster.get("slurm") is None:
             raise ProfileError(f"cluster={self.cluster['name']} has no Slurm; use cluster=generic or your cluster")
+        check_profile(self.cluster)
+        if not is_count(self.nodes):
+            raise refuse("nodes", self.nodes, "a whole number of nodes from 1, e.g. nodes=2")
+        if self.gpus_per_node is not None and not is_count(self.gpus_per_node):
+            raise refuse("gpus", self.gpus_per_node, "GPUs per node from 1 (gpus=all or no gpus: a whole node)")
         if self.launcher not in LAUNCHERS:
             raise ProfileError(f"launcher={self.launcher}: choose one of {', '.join(LAUNCHERS)}")
+        if self.launcher == "horovodrun" and not self.needs_mpi:
+            raise ProfileError(
+                f"launcher=horovodrun starts Horovod ranks, not strategy={self.strategy}: "
+                "use strategy=horovod, or launcher=srun or torchrun"
+            )
         if self.gpus > self.cluster["devices"]:
             raise ProfileError(
                 f"gpus={self.gpus} per node, but a {self.cluster['name']} node has {self.cluster['devices']}: "
@@ -62,7 +75,7 @@ class Job:
     @cached_property
     def needs_mpi(self) -> bool:
         """The strategy's ranks meet through MPI (`mpi: true` in its config), not a rendezvous."""
-        return bool(load("strategy", self.strategy, self.configs).get("mpi"))
+        return bool(load("strategy", self.strategy, self.configs, resolve=False).get("mpi"))
 
     @property
     def slurm(self) -> dict:
@@ -93,8 +106,13 @@ class Job:
 def partition(job: Job) -> str | None:
     if job.test:
         if not job.slurm.get("test_partition"):
-            raise ProfileError(f"cluster={job.cluster['name']} names no test_partition")
+            raise ProfileError(
+                f"test=true: cluster={job.cluster['name']} has no test partition; "
+                "leave test out or name one with cluster.slurm.test_partition=NAME"
+            )
         return job.slurm["test_partition"]
+    if job.slurm.get("partition"):
+        return job.slurm["partition"]
     rules = job.slurm.get("partitions") or []
     for rule in rules:
         if rule.get("max_gpus") is not None and job.nodes * job.gpus > rule["max_gpus"]:
@@ -112,187 +130,124 @@ def memory(job: Job) -> str | None:
     if job.full_nodes and job.slurm.get("mem_full_node") is not None:
         return str(job.slurm["mem_full_node"])
     if job.slurm.get("mem_per_gpu"):
-        amount, unit = re.fullmatch(r"(\d+)([KMGT]?)", str(job.slurm["mem_per_gpu"])).groups()
+        amount, unit = SIZE.fullmatch(str(job.slurm["mem_per_gpu"])).groups()
         return f"{int(amount) * job.gpus}{unit}"
     return None
 
 
-def gpu_options(job: Job) -> list[tuple[str, str]]:
+def gpu_options(job: Job) -> dict[str, str]:
     kind, gpu_type = job.slurm.get("gpus", "gres"), job.slurm.get("gpu_type")
     typed = f"{gpu_type}:{job.gpus}" if gpu_type else str(job.gpus)
     gres = [f"gpu:{typed}"] if kind == "gres" else []
-    options = [("gpus-per-node", typed)] if kind == "gpus-per-node" else []
-    if kind not in ("gres", "gpus-per-node", "none"):
-        raise ProfileError(f"cluster.slurm.gpus={kind}: use gres, gpus-per-node or none")
     scratch = (job.slurm.get("local_scratch") or {}).get("gres")
     if scratch:
         gres.append(scratch)
-    return ([("gres", ",".join(gres))] if gres else []) + options
+    return ({"gres": ",".join(gres)} if gres else {}) | ({"gpus-per-node": typed} if kind == "gpus-per-node" else {})
+
+
+def sbatch_options(job: Job) -> dict[str, object]:
+    """#SBATCH options in the order the clusters' own examples use (None: a flag)."""
+    options = {"job-name": JOB_NAME, "account": job.slurm.get("account") or None, "partition": partition(job)}
+    options = {key: value for key, value in options.items() if value is not None}
+    options |= {
+        "nodes": job.nodes,
+        "ntasks-per-node": job.tasks_per_node,
+        "cpus-per-task": job.slurm["cpus_per_gpu"] * job.processes_per_task,
+    }
+    if memory(job) is not None:
+        options["mem"] = memory(job)
+    options["time"] = job.slurm["test_time"] if job.test else job.slurm["time"]
+    options |= gpu_options(job)
+    signal = f"B:USR1@{SIGNAL_SECONDS}" if job.batch_shell_requeues else f"SIGUSR1@{SIGNAL_SECONDS}"
+    return options | {"output": "logs/%x-%j.out", "open-mode": "append", "signal": signal, "requeue": None}
 
 
 def sbatch_header(job: Job) -> list[str]:
-    """#SBATCH lines in the order the clusters' own examples use."""
-    options = [("job-name", JOB_NAME)]
-    if job.slurm.get("account"):
-        options.append(("account", job.slurm["account"]))
-    if partition(job):
-        options.append(("partition", partition(job)))
-    options += [
-        ("nodes", job.nodes),
-        ("ntasks-per-node", job.tasks_per_node),
-        ("cpus-per-task", job.slurm["cpus_per_gpu"] * job.processes_per_task),
-    ]
-    if memory(job) is not None:
-        options.append(("mem", memory(job)))
-    options.append(("time", job.slurm["test_time"] if job.test else job.slurm["time"]))
-    options += gpu_options(job)
-    signal = f"B:USR1@{SIGNAL_SECONDS}" if job.batch_shell_requeues else f"SIGUSR1@{SIGNAL_SECONDS}"
-    options += [("output", "logs/%x-%j.out"), ("open-mode", "append"), ("signal", signal), ("requeue", None)]
-    return [f"#SBATCH --{key}" + ("" if value is None else f"={value}") for key, value in options]
+    return [f"#SBATCH --{key}" + ("" if value is None else f"={value}") for key, value in sbatch_options(job).items()]
 
 
-def software(job: Job) -> list[str]:
-    lines = ["# Software. Module and venv scripts may read unset variables: no `set -u` meanwhile.", "set +u"]
-    if job.slurm.get("modules"):
-        lines.append("module purge")
-        lines += [f"module use {path}" for path in job.slurm.get("module_use") or []]
-        lines.append("module load " + " ".join(job.slurm["modules"]))
-    if job.slurm.get("venv"):
-        venv = job.slurm["venv"]
-        lines += [
-            f"if [[ -f {venv}/bin/activate ]]; then",
-            "    # shellcheck disable=SC1091",
-            f"    source {venv}/bin/activate",
-            "fi",
-        ]
-    return [*lines, "set -u"]
+def srun_options(job: Job) -> list[str]:
+    """srun's options for the launch: the profile's extras, CPU binding and MPI where they apply."""
+    options = ['--cpus-per-task="$SLURM_CPUS_PER_TASK"', *map(shell_word, job.slurm.get("srun_args") or [])]
+    if job.launcher == "srun" and job.full_nodes:  # e.g. CPU binding masks that assume every GPU has a task
+        options += map(shell_word, job.slurm.get("full_node_srun_args") or [])
+    if job.launcher == "srun" and job.needs_mpi and job.slurm.get("mpi"):
+        options.append(f"--mpi={job.slurm['mpi']}")
+    return options
 
 
-def environment(job: Job) -> list[str]:
-    lines = ["# Environment"]
-    if job.processes_per_task == 1:
-        lines.append("export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK  # CPU threads per training process")
-    else:
-        threads = f"$((SLURM_CPUS_PER_TASK / {job.processes_per_task}))"
-        lines.append(f"export OMP_NUM_THREADS={threads}  # CPU threads per training process")
-    lines += [f'export {key}="{value}"' for key, value in (job.slurm.get("env") or {}).items()]
-    if not job.cluster.get("internet"):
-        lines.append("export WANDB_MODE=offline  # no internet on compute nodes: `wandb sync` the run later")
-    return lines
+def template_values(job: Job) -> dict:
+    """What job.sh.j2 is filled with: every profile value checked (Job) and quoted here."""
+    slurm, scratch = job.slurm, job.slurm.get("local_scratch") or {}
+    per_process = "" if job.processes_per_task == 1 else f" / {job.processes_per_task}"
+    overrides = [f"cluster={job.cluster['name']}", f"strategy={job.strategy}"]
+    overrides += [f"cluster.num_nodes={job.nodes}", f"cluster.devices={job.gpus}", *job.train_overrides]
+    return {
+        "cluster": job.cluster["name"],
+        "strategy": job.strategy,
+        "launcher": job.launcher,
+        "nodes": job.nodes,
+        "gpus": job.gpus,
+        "rendered_by": job.rendered_by,
+        "sbatch": sbatch_options(job),
+        "module_use": [shell_word(path) for path in slurm.get("module_use") or []],
+        "modules": [shell_word(module) for module in slurm.get("modules") or []],
+        "venv": shell_word(slurm["venv"]) if slurm.get("venv") else None,
+        "threads": f"$((SLURM_CPUS_PER_TASK{per_process}))" if per_process else "$SLURM_CPUS_PER_TASK",
+        "env": {name: in_double_quotes(value) for name, value in (slurm.get("env") or {}).items()},
+        "offline": not job.cluster.get("internet"),
+        "scratch": unset_safe(in_double_quotes(scratch["path"])) if scratch.get("path") else None,
+        "mpi": job.needs_mpi and bool(slurm.get("mpi")),
+        "srun": " ".join(["srun --kill-on-bad-exit=1", *srun_options(job)]),
+        "python": " ".join([*map(shell_word, shlex.split(slurm.get("container") or "")), "python"]),
+        "train_overrides": " ".join(shlex.quote(override) for override in overrides),
+    }
 
 
-RENDEZVOUS = [
-    "# Rendezvous on the first node of the allocation; the port is derived from the job id,",
-    "# so that jobs sharing a node do not collide.",
-    'mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
-    "export MASTER_ADDR=${NODES[0]}",
-    "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 40000))",
-    "LOG_DIR=logs/$SLURM_JOB_NAME-$SLURM_JOB_ID  # one output file per rank (srun) or node (torchrun)",
-    'mkdir -p "$LOG_DIR"',
-]
-
-SUMMARY = [
-    'echo "Job $SLURM_JOB_ID ($SLURM_JOB_NAME), restart ${SLURM_RESTART_COUNT:-0}, $(date -Is)"',
-    'echo "  nodes: ${NODES[*]}"',
-    'echo "  tasks per node: ${SLURM_NTASKS_PER_NODE:-?}, CPUs per task: ${SLURM_CPUS_PER_TASK:-?},'
-    ' GPUs: ${CUDA_VISIBLE_DEVICES:-${ROCR_VISIBLE_DEVICES:-none}}"',
-    'echo "  rendezvous: $MASTER_ADDR:$MASTER_PORT, output: $LOG_DIR/"',
-]
-
-REQUEUE = [
-    "# Slurm signals this shell before the time limit: requeue (same job id, so the same run",
-    "# directory); the requeued job resumes from the last checkpoint.",
-    'trap \'echo "SIGUSR1: requeueing job $SLURM_JOB_ID"; scontrol requeue "$SLURM_JOB_ID"\' USR1',
-    "RESUME=()",
-    "if (( ${SLURM_RESTART_COUNT:-0} > 0 )); then RESUME=(ckpt_path=last); fi",
-]
-
-
-def scratch_note(job: Job) -> list[str]:
-    scratch = job.slurm.get("local_scratch")
-    if not scratch:
-        return []
-    path = scratch["path"]
-    return [f'echo "  node-local disk: {path} (fast reads: copy the data there, then data.root={path}/...)"']
-
-
-def train_command(job: Job) -> str:
-    overrides = [
-        f"cluster={job.cluster['name']}",
-        f"strategy={job.strategy}",
-        f"cluster.num_nodes={job.nodes}",
-        f"cluster.devices={job.gpus}",
-        *job.train_overrides,
-    ]
-    resume = ' "${RESUME[@]}"' if job.batch_shell_requeues else ""
-    return "train.py " + " ".join(shlex.quote(o) for o in overrides) + resume + ' "$@"'
-
-
-def launch(job: Job) -> list[str]:
-    python = " ".join([job.slurm["container"], "python"]) if job.slurm.get("container") else "python"
-    srun = ["srun --kill-on-bad-exit=1", '--cpus-per-task="$SLURM_CPUS_PER_TASK"', *job.slurm.get("srun_args", [])]
-    background = " &" if job.batch_shell_requeues else ""
-    if job.launcher == "srun":
-        if job.full_nodes:  # e.g. CPU binding masks that assume every GPU of the node has a task
-            srun += job.slurm.get("full_node_srun_args") or []
-        comment = ["# One task per GPU; a failing rank ends the others (--kill-on-bad-exit)."]
-        if job.needs_mpi and job.slurm.get("mpi"):
-            comment.append("# The ranks meet through MPI, which srun wires up (--mpi: the PMI of the cluster's MPI).")
-            srun.append(f"--mpi={job.slurm['mpi']}")
-        parts = [" ".join([*srun, '--output="$LOG_DIR/rank%t.log"', "--open-mode=append"])]
-        parts.append(f"{python} {train_command(job)}")
-    elif job.launcher == "torchrun":
-        comment = ["# One torchrun per node, each starting a process per GPU."]
-        parts = [
-            " ".join([*srun, '--output="$LOG_DIR/node%n.log"', "--open-mode=append"]),
-            f'{python} -m torch.distributed.run --nnodes="$SLURM_JOB_NUM_NODES" --nproc_per_node={job.gpus}',
-            '--rdzv_id="$SLURM_JOB_ID" --rdzv_backend=c10d --rdzv_endpoint="$MASTER_ADDR:$MASTER_PORT"',
-            train_command(job) + background,
-        ]
-    else:
-        comment = [
-            f"# horovodrun starts {job.gpus} processes on each node of the allocation.",
-            "HOSTS=$(printf '%s:" + str(job.gpus) + ',\' "${NODES[@]}")',
-        ]
-        parts = ['horovodrun -np "$SLURM_NTASKS" -H "${HOSTS%,}"', f"{python} {train_command(job)}{background}"]
-    lines = [*comment, " \\\n    ".join(parts)]
-    if job.batch_shell_requeues:
-        lines.append("wait $!  # launched in the background: the shell must be free to run the USR1 trap")
-    return lines
+TEMPLATE = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(Path(__file__).parent),
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+    undefined=jinja2.StrictUndefined,
+).get_template("job.sh.j2")
 
 
 def render(job: Job) -> str:
-    size = f"{job.nodes} node(s) x {job.gpus} GPU(s)"
-    header = [
-        "#!/bin/bash",
-        f"# cluster={job.cluster['name']} strategy={job.strategy} launcher={job.launcher}: {size}.",
-        f"# Rendered by `{job.rendered_by}` from configs/cluster/{job.cluster['name']}.yaml:",
-        "# change the profile and render again rather than editing this file.",
-        "# Submit from the project directory; arguments are train.py overrides, e.g.",
-        "#   sbatch THIS_SCRIPT trainer.max_epochs=100",
-        *sbatch_header(job),
-    ]
-    sections = [
-        header,
-        ["set -euo pipefail", 'cd "$SLURM_SUBMIT_DIR"'],
-        software(job),
-        environment(job),
-        RENDEZVOUS,
-        SUMMARY + scratch_note(job),
-        REQUEUE if job.batch_shell_requeues else [],
-        launch(job),
-    ]
-    return "\n\n".join("\n".join(section) for section in sections if section) + "\n"
+    return TEMPLATE.render(template_values(job))
+
+
+def job_options(
+    cluster: dict,
+    nodes: int = 1,
+    gpus_per_node: int | None = None,
+    strategy: str = "ddp",
+    launcher: str | None = None,
+    test: bool = False,
+) -> dict:
+    """What a rendered script asks Slurm for, for launchers that write their own sbatch script
+    (Hydra's submitit launcher): `sbatch` = the #SBATCH options (None: a flag), `setup` = the
+    script's software and environment lines, `srun` = srun's options, `train_overrides` =
+    what train.py is given. `cluster`: a loaded profile or cfg.cluster. Bad values: ProfileError."""
+    job = Job(cluster, strategy, launcher or strategy_launcher(strategy), nodes, gpus_per_node, test)
+    values = template_values(job)
+    setup = "".join(TEMPLATE.blocks["setup"](TEMPLATE.new_context(values)))
+    return {
+        "sbatch": values["sbatch"],
+        "setup": setup.splitlines(),
+        "srun": srun_options(job),
+        "train_overrides": shlex.split(values["train_overrides"]),
+    }
 
 
 def strategy_launcher(strategy: str, configs: Path = CONFIGS) -> str:
     """The strategy's `launcher:` hint (configs/strategy/<name>.yaml), else srun."""
-    return load("strategy", strategy, configs).get("launcher") or "srun"
+    return load("strategy", strategy, configs, resolve=False).get("launcher") or "srun"
 
 
 def script_targets(project: Path = PROJECT) -> dict:
     """configs/slurm_scripts.yaml: which cluster, strategy and launcher scripts/ are for."""
-    return yaml.safe_load((project / "configs" / "slurm_scripts.yaml").read_text())
+    return OmegaConf.to_container(OmegaConf.load(project / "configs" / "slurm_scripts.yaml"))
 
 
 def default_scripts(project: Path = PROJECT) -> dict[str, str]:

@@ -1,63 +1,45 @@
 """What Hydra's submitit launcher needs to submit one sweep point as a Slurm job.
 
 `python train.py -m hydra/launcher=slurm cluster=lumi model.optimizer.lr=1e-3,1e-4` submits a
-job per point (configs/hydra/launcher/slurm.yaml). Its sbatch options come from the same
-cluster profile and the same rules as the rendered scripts (render.py): one task per GPU,
-the profile's account, partition, CPUs, memory, GPUs, time, modules and environment, and
-SIGUSR1 before the time limit, on which callbacks/requeue.py saves and requeues the job.
+job per point (configs/hydra/launcher/slurm.yaml). Its sbatch options, setup lines and srun
+options are the rendered scripts' own (render.job_options): one task per GPU, the profile's
+account, partition, CPUs, memory, GPUs, time, modules and environment, and SIGUSR1 before
+the time limit, on which callbacks/requeue.py saves a checkpoint and requeues the job.
 """
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from .render import SIGNAL_SECONDS, Job, gpu_options, memory, partition, software
-from .render import environment as environment_lines
+from .render import job_options
 
-
-def job_for(root: DictConfig) -> Job:
-    """The Slurm job of one training run as the config composed it (profile, size, strategy)."""
-    cluster = OmegaConf.to_container(root.cluster, resolve=True)
-    nodes, gpus = root.trainer.num_nodes, root.trainer.devices
-    return Job(cluster, root.strategy.name, "srun", nodes, gpus)
+# submitit's own parameters for these; it writes its own --output, --job-name and --array.
+NAMED = {"account": "account", "partition": "partition", "nodes": "nodes", "ntasks-per-node": "tasks_per_node"}
+OWN = ("job-name", "output", "open-mode", "cpus-per-task", "time")
 
 
 def _minutes(time: str) -> int:
     """Slurm's [D-]HH:MM:SS as whole minutes (submitit's timeout_min)."""
     days, _, clock = str(time).rpartition("-")
-    hours, minutes, seconds = (int(part) for part in clock.split(":"))
+    hours, minutes, seconds = (int(part) for part in f"0:0:{clock}".split(":")[-3:])
     return (int(days or 0) * 24 + hours) * 60 + minutes + (1 if seconds else 0)
 
 
 def launcher_options(root: DictConfig) -> dict:
     """submitit_slurm's parameters for this config (see configs/hydra/launcher/slurm.yaml)."""
-    job = job_for(root)
-    slurm = job.slurm
-    extra = dict(gpu_options(job))
-    if memory(job) is not None:
-        extra["mem"] = memory(job)
-    # Our own signal, not submitit's USR2: Lightning then saves a checkpoint before requeueing.
-    extra.update({"signal": f"SIGUSR1@{SIGNAL_SECONDS}", "requeue": True})
-    srun_args = ["--kill-on-bad-exit=1", *(slurm.get("srun_args") or [])]
-    if job.full_nodes:
-        srun_args += slurm.get("full_node_srun_args") or []
-    if job.needs_mpi and slurm.get("mpi"):
-        srun_args.append(f"--mpi={slurm['mpi']}")
-    setup = [
-        *software(job),
-        *environment_lines(job),
-        "# srun does not pass --cpus-per-task on to its tasks by itself (Slurm >= 22.05).",
-        "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK",
-    ]
+    job = job_options(root.cluster, root.trainer.num_nodes, root.trainer.devices, root.strategy.name, "srun")
+    sbatch = job["sbatch"]
+    options = {key: sbatch.get(option) for option, key in NAMED.items()}
+    extra = {key: True if value is None else value for key, value in sbatch.items() if key not in (*NAMED, *OWN)}
+    # srun in a submitit job is given its arguments quoted: "$SLURM_CPUS_PER_TASK" would stay
+    # text there, so the CPUs per task reach srun through its environment instead.
+    srun = [option for option in job["srun"] if not option.startswith("--cpus-per-task")]
+    setup = [*job["setup"], "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK  # srun does not pass it on by itself"]
     return {
-        "account": slurm.get("account") or None,
-        "partition": partition(job),
-        "nodes": job.nodes,
-        "tasks_per_node": job.tasks_per_node,
-        "cpus_per_task": slurm["cpus_per_gpu"] * job.processes_per_task,
-        "timeout_min": _minutes(slurm["time"]),
-        "srun_args": srun_args,
-        # One element: submitit writes the lines as they are, in this order.
-        "setup": ["\n".join(setup)],
-        "additional_parameters": extra,
+        **options,
+        "cpus_per_task": sbatch["cpus-per-task"],
+        "timeout_min": _minutes(sbatch["time"]),
+        "srun_args": ["--kill-on-bad-exit=1", *srun],  # as in the scripts: a failing rank ends the others
+        "setup": ["\n".join(setup)],  # one element: submitit writes the lines as they are
+        "additional_parameters": extra,  # GPUs, memory, SIGUSR1@90, requeue
     }
 
 

@@ -1,0 +1,214 @@
+"""python -m {{ cookiecutter.package_name }}.benchmark.overhead [options] [config overrides as for train.py]
+
+What Lightning, and this project on top of it, cost the host per training step. A network
+whose step costs almost nothing (one Linear layer) is trained three ways, interleaved and
+repeated, on data already on the device:
+
+- plain: a loop written by hand (AdamW, fused on CUDA; batches cut beforehand)
+- bare: Lightning with nothing switched on (no bar, logger, checkpoints or summary)
+- project: this project's path, `run.run(cfg)` as train.py calls it (callbacks, progress bar,
+  logger, the model's logging, the strategy config), with the same network
+
+On a GPU a small model's step is bound by this host time; on a CPU it is a proxy for it.
+Printed: microseconds per step (median of the repeats; wall clock and the process's CPU
+time), what bare Lightning adds to the plain loop, and what the project adds to bare Lightning.
+
+    python -m {{ cookiecutter.package_name }}.benchmark.overhead
+    python -m {{ cookiecutter.package_name }}.benchmark.overhead strategy=ddp   # DDP on one process
+"""
+
+import argparse
+import json
+import logging
+import statistics
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+from omegaconf import open_dict
+from torch import nn
+from torch.nn import functional as F
+
+from .lightning_path import TimeSteps, timed_run
+from .measure import StepWindow
+
+PROJECT = Path(__file__).resolve().parents[3]
+WAYS = ("plain", "bare", "project")
+
+
+class TinyNet(nn.Sequential):
+    """MNIST images to 10 logits with one Linear layer: the step is nearly all host time."""
+
+    def __init__(self, num_classes: int = 10):
+        super().__init__(nn.Flatten(), nn.Linear(28 * 28, num_classes))
+
+
+class BareModule(pl.LightningModule):
+    """Lightning's minimum: a step that returns the loss, and an optimizer."""
+
+    def __init__(self, fused: bool):
+        super().__init__()
+        self.net = TinyNet()
+        self.fused = fused
+
+    def training_step(self, batch, batch_idx):
+        images, labels = batch
+        return F.cross_entropy(self.net(images), labels)
+
+    def configure_optimizers(self):
+        return torch.optim.AdamW(self.parameters(), fused=self.fused)
+
+
+def make_batches(count: int, batch_size: int, device: torch.device) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    images = torch.randn(count * batch_size, 1, 28, 28, device=device)
+    labels = torch.randint(0, 10, (count * batch_size,), device=device)
+    return list(zip(images.split(batch_size), labels.split(batch_size), strict=True))
+
+
+def run_plain(batches, window: StepWindow, device: torch.device) -> StepWindow:
+    net = TinyNet().to(device)
+    optimizer = torch.optim.AdamW(net.parameters(), fused=device.type == "cuda")
+    window.begin()
+    for images, labels in batches[: window.total_steps]:
+        loss = F.cross_entropy(net(images), labels)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        window.step_done()
+    return window
+
+
+def run_bare(batches, warmup: int, steps: int, batch_size: int, device: torch.device, root: str) -> StepWindow:
+    timer = TimeSteps(warmup, steps, batch_size)
+    loader = torch.utils.data.DataLoader(batches, batch_size=None)  # batches as they are
+    trainer = pl.Trainer(
+        accelerator=device.type,
+        devices=1,
+        max_steps=warmup + steps,
+        enable_progress_bar=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        logger=False,
+        callbacks=[timer],
+        default_root_dir=root,
+    )
+    trainer.fit(BareModule(fused=device.type == "cuda"), loader)
+    return timer.window
+
+
+def project_config(args: argparse.Namespace, output_dir: str):
+    from hydra import compose, initialize_config_dir
+
+    from ..launch.environment import register_resolvers
+
+    register_resolvers()
+    samples = (args.warmup + args.steps + 1) * args.batch_size
+    defaults = ["data=synthetic", f"data.num_samples={samples}", f"data.batch_size={args.batch_size}", "model=cnn"]
+    with initialize_config_dir(config_dir=str(args.config_dir.resolve()), version_base="1.3"):
+        cfg = compose("train", overrides=[*defaults, *args.overrides, f"output_dir={output_dir}"])
+    with open_dict(cfg):
+        cfg.model.net = {"_target_": f"{__package__}.overhead.TinyNet"}
+    return cfg
+
+
+def microseconds_per_step(window: StepWindow) -> tuple[float, float]:
+    """(wall clock, process CPU time) per timed step, in µs."""
+    wall, cpu = (stop - start for stop, start in zip(window.stop, window.start, strict=True))
+    return wall / window.steps * 1e6, cpu / window.steps * 1e6
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {__package__}.overhead", description=__doc__.split("\n\n")[1], allow_abbrev=False
+    )
+    parser.add_argument("--steps", type=int, default=500, help="timed steps per repeat (default 500)")
+    parser.add_argument("--warmup", type=int, default=50, help="untimed steps before them (default 50)")
+    parser.add_argument("--repeats", type=int, default=5, help="repeats of each way, interleaved (default 5)")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--config-dir", type=Path, default=PROJECT / "configs")
+    parser.add_argument("--verbose", action="store_true", help="keep Lightning's messages and warnings")
+    parser.add_argument("overrides", nargs="*", help="config overrides of the project way, e.g. strategy=ddp")
+    args = parser.parse_args(argv)
+    if args.warmup < 1 or args.steps < 1 or args.repeats < 1 or args.batch_size < 1:
+        parser.error("--warmup, --steps, --repeats and --batch-size must be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if not args.verbose:
+        warnings.simplefilter("ignore")  # Lightning's advice about the bare way's settings
+        for name in ("pytorch_lightning", "lightning_fabric", "lightning.pytorch"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+    root = tempfile.mkdtemp(prefix="overhead-")
+    cfg = project_config(args, root)
+    use_gpu = torch.cuda.is_available() and cfg.trainer.accelerator in ("auto", "gpu", "cuda")
+    device = torch.device("cuda", 0) if use_gpu else torch.device("cpu")
+    batches = make_batches(args.warmup + args.steps, args.batch_size, device)
+
+    measured = {way: [] for way in WAYS}
+    for repeat in range(args.repeats):
+        for way in WAYS if repeat % 2 == 0 else reversed(WAYS):  # alternate who goes first
+            if way == "plain":
+                window = run_plain(batches, StepWindow(args.warmup, args.steps, args.batch_size, device), device)
+            elif way == "bare":
+                window = run_bare(batches, args.warmup, args.steps, args.batch_size, device, root)
+            else:
+                window = timed_run(cfg, args.warmup, args.steps)
+            measured[way].append(microseconds_per_step(window))
+
+    figures = summarise(measured)
+    figures["settings"] = {
+        "device": torch.cuda.get_device_name(device) if use_gpu else "cpu",
+        "batch_size": args.batch_size,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "repeats": args.repeats,
+        "threads": torch.get_num_threads(),
+        "overrides": args.overrides,
+        "versions": f"torch {torch.__version__}, lightning {pl.__version__}",
+    }
+    print_figures(figures)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+    return 0
+
+
+def summarise(measured: dict[str, list[tuple[float, float]]]) -> dict:
+    """Medians per way, and the added cost as the median of the per-repeat differences
+    (each repeat's ways ran back to back, under the same machine load)."""
+    figures = {"us_per_step": {}, "added_us_per_step": {}}
+    for way, runs in measured.items():
+        figures["us_per_step"][way] = {
+            "wall": statistics.median(wall for wall, _ in runs),
+            "cpu": statistics.median(cpu for _, cpu in runs),
+            "wall_repeats": [wall for wall, _ in runs],
+        }
+    for name, (more, less) in {"bare-plain": ("bare", "plain"), "project-bare": ("project", "bare")}.items():
+        pairs = list(zip(measured[more], measured[less], strict=True))
+        figures["added_us_per_step"][name] = {
+            "wall": statistics.median(m[0] - n[0] for m, n in pairs),
+            "cpu": statistics.median(m[1] - n[1] for m, n in pairs),
+        }
+    return figures
+
+
+def print_figures(figures: dict) -> None:
+    s = figures["settings"]
+    print(
+        f"\nper-step host cost: 1 Linear layer, batch {s['batch_size']} on {s['device']}, {s['threads']} thread(s); "
+        f"{s['steps']} timed steps after {s['warmup']}, {s['repeats']} interleaved repeats; {s['versions']}"
+    )
+    print(f"{'way':<14} {'us/step':>9} {'CPU us/step':>12}")
+    for way, value in figures["us_per_step"].items():
+        print(f"{way:<14} {value['wall']:>9.1f} {value['cpu']:>12.1f}")
+    for name, value in figures["added_us_per_step"].items():
+        print(f"{'added ' + name:<14} {value['wall']:>9.1f} {value['cpu']:>12.1f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""Library messages that ask nothing of the user of this project, filtered here by their text.
+
+Only these, each with the reason it does not apply; every other warning still shows. Where
+the project itself caused a warning, the cause is fixed instead (the matmul precision is set,
+train.py ends the process group, the DataModule says why it uses no loader workers).
+"""
+
+import logging
+import re
+import warnings
+
+BENIGN_WARNINGS = (
+    # Lightning suggests more DataLoader workers for any loader with fewer than 2. Here the
+    # DataModule sizes them itself and says how many and why (data/base.py): none for
+    # in-memory data, which is indexed a batch at a time (on a GPU, where workers cannot reach).
+    r"The '\w+' does not have many workers which may be a bottleneck",
+    # torch's autograd, under Lightning's DDP: Lightning builds the DDP wrapper on a side CUDA
+    # stream (by design, pytorch_lightning/strategies/ddp.py), so gradients of the first step
+    # arrive on another stream than their accumulators were made on. Nothing a user can change.
+    r"The AccumulateGrad node's stream does not match the stream of the node",
+    # Lightning 2.6 calls a torch API that newer torch deprecates (in Lightning's own code).
+    r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+)
+
+# Lightning's advertisement for its cloud logger, printed by every run that uses another.
+BENIGN_LOG_LINES = (r"Tip: For seamless cloud logging",)
+
+
+class _DropLines(logging.Filter):
+    def __init__(self, patterns: tuple[str, ...]):
+        super().__init__()
+        self.pattern = re.compile("|".join(patterns))
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not self.pattern.search(str(record.msg))
+
+
+def quiet_benign_messages() -> None:
+    """Idempotent: call once per process before the Trainer is built."""
+    for message in BENIGN_WARNINGS:
+        warnings.filterwarnings("ignore", message=message)
+    from lightning_utilities.core import rank_zero  # where rank_zero_info's logger is set
+
+    logger = rank_zero.log
+    if not any(isinstance(f, _DropLines) for f in logger.filters):
+        logger.addFilter(_DropLines(BENIGN_LOG_LINES))

@@ -1,0 +1,94 @@
+"""Checks and quoting for every profile value that reaches an sbatch script: #SBATCH values are
+one word each (a newline would start a shell line), numbers are numbers, sizes and times are
+Slurm's; words on shell lines are quoted so that $VARIABLES expand and nothing else runs."""
+
+import re
+import shlex
+
+from .profiles import ProfileError
+
+NAME = re.compile(r"[\w.+@-]+")  # account, partition, GPU type, MPI plugin
+SIZE = re.compile(r"(\d+)([KMGT]?)")  # --mem
+TIME = re.compile(r"(\d+-)?\d+(:\d+){0,2}|UNLIMITED|INFINITE")  # --time: minutes, [D-]HH:MM:SS, ...
+GRES = re.compile(r"[\w:.,-]+")
+GPU_KINDS = ("gres", "gpus-per-node", "none")
+SAFE_WORD = re.compile(r"[\w@%+=:,./-]+")  # shlex.quote leaves these as they are
+VARIABLE = re.compile(r"(\$(?:[A-Za-z_]\w*|\{[A-Za-z_]\w*\}))")  # $NAME or ${NAME}
+
+
+def shell_word(value) -> str:
+    """A profile value as one shell word: $VARIABLES expand, nothing else does ($(...) stays text)."""
+    text = str(value)
+    if SAFE_WORD.fullmatch(text):
+        return text
+    if VARIABLE.search(text) and SAFE_WORD.fullmatch(VARIABLE.sub("x", text)):
+        return f'"{text}"'
+    return shlex.quote(text)
+
+
+def in_double_quotes(value) -> str:
+    """Text for inside "...": $VARIABLES expand; $(...), backquotes, quotes and backslashes do not."""
+    parts = VARIABLE.split(str(value))  # odd indexes: the variables
+    return "".join(part if i % 2 else re.sub(r'([\\"`$])', r"\\\1", part) for i, part in enumerate(parts))
+
+
+def unset_safe(text: str) -> str:
+    """$NAME -> ${NAME:-unset}: the script runs under `set -u`, where a missing variable aborts it."""
+    return VARIABLE.sub(lambda match: "${" + match.group(1).strip("${}") + ":-unset}", text)
+
+
+def refuse(key: str, value, allowed: str) -> ProfileError:
+    shown = value if str(value).isprintable() else repr(value)  # the message stays one line
+    return ProfileError(f"{key}={shown}: {allowed}")
+
+
+def check_profile(cluster: dict) -> None:
+    """Every value that reaches the script, checked; the message names the key and the fix."""
+    where = f"(configs/cluster/{cluster['name']}.yaml or cluster.KEY=VALUE)"
+    if not NAME.fullmatch(str(cluster["name"])):
+        raise refuse("cluster.name", cluster["name"], f"a name of letters, digits and . _ + @ - {where}")
+    devices = cluster.get("devices")
+    if not is_count(devices):
+        raise refuse("cluster.devices", devices, f"GPUs per node, a whole number from 1 {where}")
+    slurm = cluster["slurm"]
+    if not is_count(slurm.get("cpus_per_gpu")):
+        raise refuse("cluster.slurm.cpus_per_gpu", slurm.get("cpus_per_gpu"), f"a whole number from 1 {where}")
+    if slurm.get("gpus", "gres") not in GPU_KINDS:
+        raise refuse("cluster.slurm.gpus", slurm.get("gpus"), f"one of {', '.join(GPU_KINDS)} {where}")
+    for key in ("mem_per_gpu", "mem_full_node"):
+        if slurm.get(key) is not None and not SIZE.fullmatch(str(slurm[key])):
+            raise refuse(f"cluster.slurm.{key}", slurm[key], f"a size such as 64G (number, K/M/G/T) or null {where}")
+    for key in ("time", "test_time"):
+        if not TIME.fullmatch(str(slurm.get(key))):
+            raise refuse(f"cluster.slurm.{key}", slurm.get(key), f"a Slurm time such as 12:00:00 or 2-00:00:00 {where}")
+    names = {key: slurm.get(key) for key in ("account", "partition", "test_partition", "gpu_type", "mpi")}
+    rules = slurm.get("partitions") or []
+    if not isinstance(rules, list) or not all(isinstance(rule, dict) and "name" in rule for rule in rules):
+        raise refuse("cluster.slurm.partitions", rules, "a list such as '[{name: gpu, max_gpus: 8}]' " + where)
+    names.update({f"partitions.{i}.name": rule["name"] for i, rule in enumerate(rules)})
+    for key, value in names.items():
+        if value is not None and not NAME.fullmatch(str(value)):
+            raise refuse(f"cluster.slurm.{key}", value, f"a name of letters, digits and . _ + @ - {where}")
+    for i, rule in enumerate(rules):
+        for limit in ("max_gpus", "max_nodes"):
+            if rule.get(limit) is not None and not is_count(rule[limit]):
+                raise refuse(f"cluster.slurm.partitions.{i}.{limit}", rule[limit], f"a count from 1 or null {where}")
+    for key in ("module_use", "modules", "srun_args", "full_node_srun_args"):
+        if not isinstance(slurm.get(key) or [], list):
+            raise refuse(f"cluster.slurm.{key}", slurm[key], f"a list, e.g. '[{slurm[key]}]' {where}")
+    env = slurm.get("env") or {}
+    if not isinstance(env, dict) or not all(re.fullmatch(r"[A-Za-z_]\w*", str(name)) for name in env):
+        raise refuse("cluster.slurm.env", env, f"variable names (letters, digits, _) and their values {where}")
+    scratch = slurm.get("local_scratch")
+    if scratch is not None and not (
+        isinstance(scratch, dict) and scratch.get("path") and GRES.fullmatch(str(scratch.get("gres") or "x"))
+    ):
+        raise refuse("cluster.slurm.local_scratch", scratch, "null or {path: $LOCAL_SCRATCH, gres: nvme:100} " + where)
+    try:
+        shlex.split(str(slurm.get("container") or ""))
+    except ValueError as error:
+        raise refuse("cluster.slurm.container", slurm["container"], f"a command prefix ({error}) {where}") from None
+
+
+def is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1

@@ -1,0 +1,137 @@
+"""Every bad argument of the sbatch renderer (`python -m {{ cookiecutter.package_name }}.slurm`) stops it with
+exit code 2 and one line that names the key and the value, before any script is written;
+profile values that reach a shell line run nothing."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from {{ cookiecutter.package_name }}.slurm.__main__ import main as slurm_main
+from {{ cookiecutter.package_name }}.slurm.profiles import ProfileError, load
+from {{ cookiecutter.package_name }}.slurm.render import Job
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+# (arguments, words the one line must hold)
+BAD_INPUTS = [
+    (["cluster=puhti", "nodes=0"], "nodes=0"),
+    (["cluster=puhti", "nodes=-3"], "nodes=-3"),
+    (["cluster=puhti", "nodes=abc"], "nodes=abc"),
+    (["cluster=puhti", "gpus=-1"], "gpus=-1"),
+    (["cluster=puhti", "gpus=0"], "gpus=0"),
+    (["cluster=puhti", "gpus=foo"], "gpus=foo"),
+    (["cluster=puhti", "gpus=8"], "gpus=8"),
+    (["cluster=puhti", "test=maybe"], "test=maybe"),
+    (["cluster=narvi", "test=true"], "test=true: cluster=narvi has no test partition"),
+    (["cluster=puhti", "launcher=horovodrun", "strategy=ddp"], "launcher=horovodrun"),
+    (["cluster=puhti", "launcher=mpirun"], "launcher=mpirun"),
+    (["cluster=puhti", "strategy=horovod", "launcher=torchrun"], "strategy=horovod"),
+    (["cluster=puhti", "strategy=nope"], "strategy=nope"),
+    (["cluster=nowhere"], "cluster=nowhere"),
+    (["cluster=local"], "cluster=local has no Slurm"),
+    (["cluster=puhti", "nodes"], "'nodes'"),
+    (["cluster=puhti", "colour=red"], "'colour=red'"),
+    (["cluster=puhti", "--colour"], "--colour"),
+    (["cluster=puhti", "cluster.devices=abc"], "cluster.devices=abc"),
+    (["cluster=puhti", "cluster.devices=0"], "cluster.devices=0"),
+    (["cluster=puhti", "cluster.slurm.gpus=foo"], "cluster.slurm.gpus=foo"),
+    (["cluster=puhti", "cluster.slurm.mem_per_gpu=lots", "gpus=1"], "cluster.slurm.mem_per_gpu=lots"),
+    (["cluster=puhti", "cluster.slurm.mem_full_node=all"], "cluster.slurm.mem_full_node=all"),
+    (["cluster=puhti", "cluster.slurm.cpus_per_gpu=many"], "cluster.slurm.cpus_per_gpu=many"),
+    (["cluster=puhti", "cluster.slurm.time=soon"], "cluster.slurm.time=soon"),
+    (["cluster=puhti", "cluster.slurm.account=my project"], "cluster.slurm.account=my project"),
+    (["cluster=puhti", "cluster.slurm.gpu_type=v100;reboot"], "cluster.slurm.gpu_type=v100;reboot"),
+    (["cluster=puhti", "cluster.slurm.modules=pytorch"], "cluster.slurm.modules=pytorch"),
+    (["cluster=puhti", "cluster.slurm.tme=1"], "cluster.slurm.tme"),
+    (["cluster=puhti", "cluster.slurm.container='singularity exec"], "cluster.slurm.container"),
+    (["cluster=puhti", "--", "trainer.max_epochs=1\nrm -rf ~"], "one line"),
+]
+
+
+@pytest.mark.parametrize(("argv", "words"), BAD_INPUTS, ids=[" ".join(argv) for argv, _ in BAD_INPUTS])
+def test_a_bad_argument_gets_one_line_and_no_script(argv, words, tmp_path, capsys):
+    script = tmp_path / "out" / "job.sh"
+    try:
+        code = slurm_main(["-o", str(script), *argv])
+    except SystemExit as exit:  # argparse
+        code = exit.code
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert code == 2 and len(lines) == 1, captured.err
+    assert lines[0].startswith("ERROR: ") and words in lines[0], lines[0]
+    assert "Traceback" not in captured.err and captured.out == ""
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_command_line_prints_one_line_without_a_traceback(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "{{ cookiecutter.package_name }}.slurm", "cluster=puhti", "cluster.slurm.mem_per_gpu=lots"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(PROJECT / "src")},
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "cluster.slurm.mem_per_gpu=lots" in result.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def render(argv: list[str], capsys) -> str:
+    assert slurm_main(argv) == 0
+    return capsys.readouterr().out
+
+
+def test_the_partition_that_generic_yaml_suggests_works(capsys):
+    assert "#SBATCH --partition=gpu\n" in render(["cluster=generic", "cluster.slurm.partition=gpu"], capsys)
+    assert "#SBATCH --partition" not in render(["cluster=generic"], capsys)
+
+
+def test_gpus_all_means_a_whole_node(capsys):
+    assert render(["cluster=puhti", "gpus=all"], capsys) == render(["cluster=puhti"], capsys).replace(
+        "cluster=puhti`", "cluster=puhti gpus=all`"
+    )
+
+
+def test_profile_values_reach_the_shell_as_text_not_commands(tmp_path, capsys):
+    """$(...) in modules, paths, srun options, the container and env values stays text; $VARIABLES expand."""
+    text = render(
+        [
+            "cluster=lumi",
+            "cluster.slurm.modules=['$(touch ran-module)']",
+            "cluster.slurm.module_use=['$(touch ran-use)']",
+            "cluster.slurm.venv='$(touch ran-venv)'",
+            "cluster.slurm.env.NCCL_NET_GDR_LEVEL='$(touch ran-env)`touch ran-tick`\"'",
+            "cluster.slurm.env.MIOPEN_USER_DB_PATH=/tmp/$USER",
+        ],
+        capsys,
+    )
+    assert "module load '$(touch ran-module)'" in text
+    # The software and environment lines, with a `module` that does nothing (no modules here).
+    lines = [line for line in text.splitlines() if line.startswith(("module ", "export ", "if [[", "    source", "fi"))]
+    slurm = "SLURM_CPUS_PER_TASK=1 SLURM_JOB_ID=1 NODES=(n1)"
+    shell = "\n".join(["module() { :; }", "set -u", slurm, *lines, 'echo "$MIOPEN_USER_DB_PATH"'])
+    result = subprocess.run(["bash", "-c", shell], cwd=tmp_path, capture_output=True, text=True, env={"USER": "me"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "/tmp/me\n" and not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("cluster", ["puhti", "mahti"])
+def test_the_scratch_note_runs_under_set_u_without_local_scratch(cluster, capsys):
+    (note,) = [line for line in render([f"cluster={cluster}"], capsys).splitlines() if "node-local disk" in line]
+    result = subprocess.run(["bash", "-euc", note], capture_output=True, text=True, env={})
+    assert result.returncode == 0, result.stderr
+    assert "node-local disk: unset" in result.stdout
+    set_ = subprocess.run(["bash", "-euc", note], capture_output=True, text=True, env={"LOCAL_SCRATCH": "/nvme/1"})
+    assert "node-local disk: /nvme/1 " in set_.stdout
+
+
+def test_a_newline_in_a_profile_value_is_refused_on_one_line():
+    """#SBATCH lines are comments to bash: a newline in a value would start a command."""
+    profile = load("cluster", "puhti")
+    profile["slurm"]["account"] = "project_1\nrm -rf ~"
+    with pytest.raises(ProfileError) as refused:
+        Job(profile, "ddp")
+    assert "\n" not in str(refused.value) and str(refused.value).startswith("cluster.slurm.account='project_1\\n")

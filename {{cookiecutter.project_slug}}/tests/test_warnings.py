@@ -1,0 +1,52 @@
+"""Library messages that ask nothing of the user are filtered by their text, in one place
+(launch/warnings.py); every other warning still shows."""
+
+import logging
+import warnings
+
+from lightning_utilities.core import rank_zero
+from pytorch_lightning.utilities import rank_zero_info
+from pytorch_lightning.utilities.warnings import PossibleUserWarning
+
+from {{ cookiecutter.package_name }}.launch.warnings import quiet_benign_messages
+
+
+def test_known_benign_warnings_are_filtered_and_others_still_show():
+    messages = [
+        "The 'train_dataloader' does not have many workers which may be a bottleneck. Consider increasing",
+        "The AccumulateGrad node's stream does not match the stream of the node that produced",
+        "`isinstance(treespec, LeafSpec)` is deprecated, use `isinstance(treespec, TreeSpec)`",
+        "The 'val_dataloader' has a problem worth knowing about",
+    ]
+    with warnings.catch_warnings(record=True) as caught:  # restores the filters afterwards
+        warnings.simplefilter("always")
+        quiet_benign_messages()
+        for message in messages:
+            warnings.warn(message, PossibleUserWarning, stacklevel=1)
+    assert [str(warning.message) for warning in caught] == messages[-1:]
+
+
+class Lines(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+def test_lightning_advertisement_is_dropped_from_the_log():
+    quiet_benign_messages()
+    quiet_benign_messages()  # idempotent: one filter
+    lines, logger = Lines(), rank_zero.log
+    logger.addHandler(lines)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        rank_zero_info("💡 Tip: For seamless cloud logging and experiment tracking, try installing [litlogger]")
+        rank_zero_info("Run directory (shared by all ranks): outputs/1")
+    finally:
+        logger.removeHandler(lines)
+        logger.setLevel(level)
+    assert lines.lines == ["Run directory (shared by all ranks): outputs/1"]
+    assert len([f for f in logger.filters if type(f).__name__ == "_DropLines"]) == 1
