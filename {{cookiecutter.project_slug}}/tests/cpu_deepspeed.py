@@ -1,4 +1,4 @@
-"""Test-only: Lightning's DeepSpeedStrategy on CPUs (gloo), so CI trains ZeRO 1/2/3 without GPUs.
+"""Test-only: the project's DeepSpeedStrategy on CPUs (gloo), so CI trains ZeRO 1/2/3 without GPUs.
 
 Lightning refuses DeepSpeed on CPUs ("only supported on CUDA GPUs"); DeepSpeed itself runs
 there. Real runs use GPUs, so this lives in tests/ and users cannot pick it by accident.
@@ -9,7 +9,9 @@ import importlib
 
 import torch
 from lightning_fabric.utilities.seed import reset_seed
-from pytorch_lightning.strategies import DDPStrategy, DeepSpeedStrategy
+from pytorch_lightning.strategies import DDPStrategy
+
+from {{ cookiecutter.package_name }}.strategies.deepspeed import DeepSpeedStrategy
 
 CPU_DEEPSPEED = ["strategy.instance._target_=tests.cpu_deepspeed.CPUDeepSpeedStrategy", "strategy.requires.cuda=false"]
 

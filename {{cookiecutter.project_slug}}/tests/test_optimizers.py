@@ -1,50 +1,68 @@
-"""The models' optimizer: torch's AdamW, or DeepSpeed's CPU AdamW where DeepSpeed offloads the
-optimizer (models/optimizers.py), and both take the same step."""
+"""The optimizer from the config (optim.py: torch's AdamW, fused on CUDA only), and the DeepSpeed
+strategy's swap to DeepSpeed's CPU Adam under ZeRO-Offload (strategies/deepspeed.py), which
+takes the same step."""
 
 import pytest
 import torch
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
 
+from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
 from {{ cookiecutter.package_name }}.models.autoencoder import AutoEncoder, DenseAutoEncoder
+from {{ cookiecutter.package_name }}.optim import adamw
+
+from tests.helpers import PROJECT
 
 
-class AttachedTrainer:
-    """What configure_optimizers sees of the Trainer: its strategy."""
-
-    def __init__(self, strategy):
-        self.strategy = strategy
-
-
-def small_model(strategy=None) -> AutoEncoder:
+def small_model(**optimizer) -> AutoEncoder:
     torch.manual_seed(0)
-    model = AutoEncoder(DenseAutoEncoder(input_size=16, hidden=8), lr=1e-2, weight_decay=0.1)
-    if strategy is not None:
-        model.trainer = AttachedTrainer(strategy)
-    return model
+    settings = {"lr": 1e-2, "weight_decay": 0.1, **optimizer}
+    return AutoEncoder(DenseAutoEncoder(input_size=16, hidden=8), optimizer=lambda p: adamw(p, **settings))
 
 
-def test_without_a_trainer_it_is_torch_adamw():
-    """The benchmark's plain loop calls configure_optimizers outside a Trainer."""
-    assert type(small_model().configure_optimizers()) is torch.optim.AdamW
+def test_the_config_builds_adamw_with_its_settings():
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(PROJECT / "configs"), version_base="1.3"):
+        cfg = compose("train", overrides=["model.optimizer.lr=0.02", "model.optimizer.weight_decay=0.5"])
+    optimizer = instantiate(cfg.model).configure_optimizers()
+    assert type(optimizer) is torch.optim.AdamW
+    assert (optimizer.defaults["lr"], optimizer.defaults["weight_decay"]) == (0.02, 0.5)
 
 
-def offload_strategy(**settings):
+def test_fused_auto_is_off_for_parameters_on_the_cpu():
+    """The benchmark's plain loop calls configure_optimizers outside a Trainer: the same rule."""
+    assert not small_model(fused="auto").configure_optimizers().defaults["fused"]
+    assert small_model(fused=True).configure_optimizers().defaults["fused"]  # torch has a CPU kernel too
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_fused_auto_is_on_for_parameters_on_a_gpu():
+    model = small_model(fused="auto").cuda()
+    assert model.configure_optimizers().defaults["fused"]
+
+
+def deepspeed_strategy(**settings):
     pytest.importorskip("deepspeed")
-    from pytorch_lightning.strategies import DeepSpeedStrategy
+    from {{ cookiecutter.package_name }}.strategies.deepspeed import DeepSpeedStrategy
 
     return DeepSpeedStrategy(stage=3, **settings)
 
 
-def test_deepspeed_without_offload_keeps_torch_adamw():
-    assert type(small_model(offload_strategy()).configure_optimizers()) is torch.optim.AdamW
+def test_only_an_offloaded_optimizer_is_swapped():
+    assert not deepspeed_strategy().offloads_optimizer
+    assert deepspeed_strategy(offload_optimizer=True, offload_parameters=True).offloads_optimizer
 
 
-def test_offloaded_optimizer_is_deepspeed_cpu_adamw_with_the_same_step():
+def test_deepspeed_cpu_adam_takes_the_same_step_as_torch_adamw():
     from deepspeed.ops.adam import DeepSpeedCPUAdam
 
-    reference = small_model()
-    offloaded = small_model(offload_strategy(offload_optimizer=True, offload_parameters=True))
-    torch_adamw, cpu_adamw = reference.configure_optimizers(), offloaded.configure_optimizers()
-    assert isinstance(cpu_adamw, DeepSpeedCPUAdam)
+    from {{ cookiecutter.package_name }}.strategies.deepspeed import cpu_adam_like, is_torch_adam
+
+    reference, offloaded = small_model(), small_model()
+    torch_adamw = reference.configure_optimizers()
+    assert is_torch_adam(torch_adamw)
+    cpu_adamw = cpu_adam_like(offloaded.configure_optimizers())
+    assert isinstance(cpu_adamw, DeepSpeedCPUAdam) and cpu_adamw.adam_w_mode
 
     images = torch.rand(4, 16)
     for model, optimizer in ((reference, torch_adamw), (offloaded, cpu_adamw)):

@@ -23,7 +23,7 @@ def test_resume_continues_at_the_right_step(tmp_path):
 
 def test_last_checkpoint_follows_every_epoch_even_without_improvement(tmp_path):
     # lr=0 on a model without dropout or BatchNorm: val/loss never improves after epoch 0.
-    flat = ["model=autoencoder", "model.lr=0", "trainer.max_epochs=3"]
+    flat = ["model=autoencoder", "model.optimizer.lr=0", "trainer.max_epochs=3"]
     run_train(*FAST, *flat, f"output_root={tmp_path}", "run_id=flat")
     last = torch.load(tmp_path / "flat" / "checkpoints" / "last.ckpt", weights_only=False)
     assert (last["epoch"], last["global_step"]) == (2, 12)

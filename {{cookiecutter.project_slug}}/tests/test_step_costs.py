@@ -113,6 +113,29 @@ def test_train_loss_is_logged_after_the_optimizer_steps_with_accumulation(tmp_pa
     assert steps == [4, 9, 14, 19]  # 40 batches, 20 optimizer steps
 
 
+def test_epoch_values_pass_the_gate():
+    """A value logged with on_epoch=True is averaged over every step: it is never dropped."""
+    from {{ cookiecutter.package_name }}.callbacks.step_logging import LogOnlyWrittenSteps
+
+    class Module:
+        def __init__(self):
+            self.logged = []
+
+        def log(self, name, value, **kwargs):
+            self.logged.append(name)
+
+    gate, module = LogOnlyWrittenSteps(), Module()
+    gate.setup(None, module, "fit")
+    gate.skip = True  # a step whose values the logger does not write
+    module.log("step_only", 1.0)
+    module.log("epoch", 1.0, on_epoch=True)
+    module.log("epoch_only", 1.0, on_step=False)
+    assert module.logged == ["epoch", "epoch_only"]
+    gate.teardown(None, module, "fit")
+    module.log("after", 1.0)
+    assert module.logged[-1] == "after"
+
+
 def test_self_log_runs_only_on_the_steps_the_logger_writes(tmp_path, log_calls):
     train_in_process(tmp_path, "trainer.log_every_n_steps=10")
     assert log_calls["train/loss"] == STEPS // 10  # not once per step: each call costs host time

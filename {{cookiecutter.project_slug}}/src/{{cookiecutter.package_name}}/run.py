@@ -13,6 +13,7 @@ from .callbacks.stop import stop_exit_code
 from .launch.checks import check_environment
 from .launch.run_directory import checkpoint_to_resume
 from .launch.warnings import quiet_benign_messages
+from .speed import compiled, set_matmul_precision, trains_on_gpu
 
 
 def one_process(cfg: DictConfig) -> bool:
@@ -65,6 +66,8 @@ def run(cfg: DictConfig) -> pl.Trainer:
     model = instantiate(cfg.model)
     trainer = build_trainer(cfg)
     datamodule.check_enough_for(processes(trainer))
+    set_matmul_precision(cfg.speed, on_gpu=trains_on_gpu(trainer))
+    model = compiled(cfg.speed, model)
     rank_zero_info(f"Run directory (shared by all ranks): {cfg.output_dir}")
     with stop_exit_code(trainer):  # SIGTERM, Ctrl-C: saved, then 143 / 130
         trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)

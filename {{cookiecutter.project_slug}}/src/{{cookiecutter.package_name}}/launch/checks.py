@@ -10,7 +10,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from ..speed import check_fused, check_speed
 from .errors import SetupError
+from .sweeps import check_multirun
 from .topology import check_topology
 
 
@@ -124,8 +126,6 @@ def check_logger(logger: DictConfig | None) -> None:
 def check_environment(cfg: DictConfig) -> None:
     import torch
 
-    from .sweeps import check_multirun
-
     cuda_available = torch.cuda.is_available()
     visible_gpus = torch.cuda.device_count() if cuda_available else 0
     check_topology(cfg.trainer.devices, cfg.trainer.num_nodes, cfg.trainer.accelerator, visible_gpus)
@@ -135,3 +135,5 @@ def check_environment(cfg: DictConfig) -> None:
     check_sync_batchnorm(cfg.trainer.sync_batchnorm, cfg.trainer.accelerator, cuda_available)
     check_logger(cfg.get("logger"))
     check_multirun(cfg)
+    check_speed(cfg.speed, cfg.strategy)
+    check_fused(cfg.model)

@@ -79,6 +79,10 @@ def run_name(value) -> bool:
     return (_int(value) or isinstance(value, str)) and str(value) not in ("", ".", "..") and "/" not in str(value)
 
 
+def boolean_or_auto(value) -> bool:
+    return isinstance(value, bool) or value == "auto"
+
+
 def one_of(*allowed) -> Callable[[Any], bool]:
     return lambda value: not isinstance(value, bool) and value in allowed
 
@@ -108,11 +112,9 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     ("data.download", boolean, "true or false", "data.download=true"),
     ("data.on_device", boolean, "true or false", "data.on_device=true"),
     ("data.in_memory", boolean, "true or false", "data.in_memory=true"),
-    ("model.lr", non_negative_number, "a number >= 0 (the learning rate)", "model.lr=1e-3"),
-    ("model.weight_decay", non_negative_number, "a number >= 0", "model.weight_decay=0.01"),
     ("model.optimizer.lr", non_negative_number, "a number >= 0 (the learning rate)", "model.optimizer.lr=1e-3"),
     ("model.optimizer.weight_decay", non_negative_number, "a number >= 0", "model.optimizer.weight_decay=0.01"),
-    ("model.optimizer.fused", boolean, "true or false", "model.optimizer.fused=false"),
+    ("model.optimizer.fused", boolean_or_auto, "true, false or auto", "model.optimizer.fused=auto"),
     ("model.num_classes", positive_int, "an integer >= 1", "model.num_classes=10"),
     ("model.net.hidden", positive_int, "an integer >= 1 (units of the hidden layer)", "model.net.hidden=128"),
     ("model.net.input_size", positive_int, "an integer >= 1", "model.net.input_size=784"),

@@ -1,12 +1,10 @@
 """The fully connected autoencoder of the Tampere DDP tutorial: reconstruct the image."""
 
+from collections.abc import Callable
+
 import pytorch_lightning as pl
 import torch
 from torch import nn
-
-from .optimizers import adamw
-from .sharding import shard_layers
-from .step_logging import logger_writes_this_step
 
 
 class DenseAutoEncoder(nn.Sequential):
@@ -24,10 +22,10 @@ class DenseAutoEncoder(nn.Sequential):
 
 
 class AutoEncoder(pl.LightningModule):
-    def __init__(self, net: nn.Module, lr: float = 1e-3, weight_decay: float = 0.0):
+    def __init__(self, net: nn.Module, optimizer: Callable[..., torch.optim.Optimizer] = torch.optim.AdamW):
         super().__init__()
-        self.save_hyperparameters(ignore=["net"])
         self.net = net
+        self.optimizer = optimizer  # built from the parameters; configs/model/*.yaml `optimizer:`
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.net(images).view_as(images)
@@ -38,8 +36,7 @@ class AutoEncoder(pl.LightningModule):
 
     def training_step(self, batch, batch_idx):
         loss = self._loss(batch)
-        if logger_writes_this_step(self.trainer, batch_idx):  # self.log is costly: only when written
-            self.log("train/loss", loss)  # no prog_bar=True: that reads it (.item()) after every step
+        self.log("train/loss", loss)  # no prog_bar=True: the bar would read it (.item()) after every step
         return loss
 
     def validation_step(self, batch, batch_idx):
@@ -48,8 +45,5 @@ class AutoEncoder(pl.LightningModule):
     def test_step(self, batch, batch_idx):
         self.log("test/loss", self._loss(batch), sync_dist=True, prog_bar=True)
 
-    def configure_model(self):
-        shard_layers(self, self.net)  # strategy=fsdp2 only
-
     def configure_optimizers(self):
-        return adamw(self, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        return self.optimizer(self.parameters())

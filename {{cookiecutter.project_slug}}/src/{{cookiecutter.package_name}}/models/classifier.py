@@ -1,20 +1,21 @@
 """Image classification: cross-entropy training, accuracy on validation and test."""
 
+from collections.abc import Callable
+
 import pytorch_lightning as pl
 import torch
 import torchmetrics
 from torch import nn
 
-from .optimizers import adamw
-from .sharding import shard_layers
-from .step_logging import logger_writes_this_step
-
 
 class ImageClassifier(pl.LightningModule):
-    def __init__(self, net: nn.Module, num_classes: int = 10, lr: float = 1e-3, weight_decay: float = 0.0):
+    def __init__(
+        self, net: nn.Module, num_classes: int = 10, optimizer: Callable[..., torch.optim.Optimizer] = torch.optim.AdamW
+    ):
         super().__init__()
-        self.save_hyperparameters(ignore=["net"])
+        self.save_hyperparameters(ignore=["net", "optimizer"])  # checkpoints keep plain values only
         self.net = net
+        self.optimizer = optimizer  # built from the parameters; configs/model/*.yaml `optimizer:`
         self.val_accuracy = torchmetrics.Accuracy(task="multiclass", num_classes=num_classes)
         self.test_accuracy = torchmetrics.Accuracy(task="multiclass", num_classes=num_classes)
 
@@ -24,8 +25,7 @@ class ImageClassifier(pl.LightningModule):
     def training_step(self, batch, batch_idx):
         images, labels = batch
         loss = nn.functional.cross_entropy(self(images), labels)
-        if logger_writes_this_step(self.trainer, batch_idx):  # self.log is costly: only when written
-            self.log("train/loss", loss)  # no prog_bar=True: that reads it (.item()) after every step
+        self.log("train/loss", loss)  # no prog_bar=True: the bar would read it (.item()) after every step
         return loss
 
     def _evaluate(self, batch, stage: str, accuracy: torchmetrics.Metric):
@@ -41,8 +41,5 @@ class ImageClassifier(pl.LightningModule):
     def test_step(self, batch, batch_idx):
         self._evaluate(batch, "test", self.test_accuracy)
 
-    def configure_model(self):
-        shard_layers(self, self.net)  # strategy=fsdp2 only
-
     def configure_optimizers(self):
-        return adamw(self, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        return self.optimizer(self.parameters())
