@@ -67,8 +67,9 @@ def test_a_bad_argument_gets_one_line_and_no_script(argv, words, tmp_path, capsy
 
 
 def test_the_command_line_prints_one_line_without_a_traceback(tmp_path):
+    renderer = "{{ cookiecutter.package_name }}.slurm"
     result = subprocess.run(
-        [sys.executable, "-m", "{{ cookiecutter.package_name }}.slurm", "cluster=puhti", "cluster.slurm.mem_per_gpu=lots"],
+        [sys.executable, "-m", renderer, "cluster=puhti", "cluster.slurm.mem_per_gpu=lots"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
