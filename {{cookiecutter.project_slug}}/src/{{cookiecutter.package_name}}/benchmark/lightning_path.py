@@ -1,6 +1,8 @@
 """The project's own path: `run.run(cfg)`, exactly as train.py calls it, with a callback
 that times the same window of steps as the plain loop."""
 
+import itertools
+
 import pytorch_lightning as pl
 from omegaconf import DictConfig, open_dict
 
@@ -32,6 +34,9 @@ class CompileModel(pl.Callback):
         pl_module.compile(mode=self.mode)  # before the strategy wraps it (DDP)
 
 
+_RUNS = itertools.count()  # the same on every rank: each timed run's own directory
+
+
 def train_lightning(cfg: DictConfig, warmup: int, steps: int, compile_mode: str | None = None) -> Measurement:
     return timed_run(cfg, warmup, steps, compile_mode).result()
 
@@ -40,6 +45,8 @@ def timed_run(cfg: DictConfig, warmup: int, steps: int, compile_mode: str | None
     """Train `warmup + steps` steps through `run.run`; the window that timed them."""
     cfg = cfg.copy()
     with open_dict(cfg):
+        # A run directory belongs to one run (a new run refuses one that holds checkpoints).
+        cfg.output_dir = f"{cfg.output_dir}/run-{next(_RUNS)}"
         if compile_mode and "compile" in cfg.get("speed", {}):
             cfg.speed.compile = compile_mode  # the project's own switch, applied by run.py
         elif compile_mode:
