@@ -41,7 +41,7 @@ BAD_VALUES = [
     (["model.optimizer.lr=abc"], "model.optimizer.lr=abc: a number >= 0 (the learning rate"),
     (["model.optimizer.lr=-1e-3"], "model.optimizer.lr=-0.001: a number >= 0"),
     (["model.optimizer.lr=[1]"], "model.optimizer.lr=[1]: a number >= 0"),
-    (["model.weight_decay=-1"], "model.weight_decay=-1: a number >= 0"),
+    (["model.optimizer.weight_decay=-1"], "model.optimizer.weight_decay=-1: a number >= 0"),
     (["seed=abc"], "seed=abc: an integer"),
     (["run_id="], "run_id='': a name without /"),
     (["run_id=../elsewhere"], "run_id=../elsewhere: a name without /"),
