@@ -4,7 +4,7 @@ uv installs the venv in a third of pip's time but does not read pip's configurat
 whose pip finds torch on a local index or in a wheel folder must give uv the same places.
 """
 
-import shlex
+import ast
 import subprocess
 import sys
 
@@ -19,11 +19,11 @@ listed = subprocess.run(
     [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=False
 ).stdout
 flags: list[tuple[str, str]] = []
-for line in listed.splitlines():  # e.g. global.extra-index-url='file:///a file:///b'
+for line in listed.splitlines():  # key=repr(value), e.g. global.extra-index-url='\nfile:///a\nfile:///b'
     key, _, quoted = line.partition("=")
     flag = UV_FLAGS.get(key.rpartition(".")[2])
-    for value in " ".join(shlex.split(quoted)).split():
-        if flag and (flag, value) not in flags:
+    for value in ast.literal_eval(quoted).split() if flag else []:  # a list is whitespace-separated
+        if (flag, value) not in flags:
             flags.append((flag, value))
 for flag, value in flags:
     print(flag)
