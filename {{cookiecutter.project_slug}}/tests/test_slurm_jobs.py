@@ -136,7 +136,7 @@ def starts_of(starts) -> list[tuple[int, int]]:
 
 
 @pytest.mark.timeout(1200)  # four starts of 4 ranks on a CI machine of 2 cores
-def test_requeue_after_a_killed_step_resumes_from_the_newest_checkpoint(local_slurm, tmp_path):
+def test_requeue_after_a_killed_step_resumes_from_the_newest_checkpoint(local_slurm, tmp_path, capsys):
     """A node failure, as Slurm sees it: the step is SIGKILLed (no signal to save on), the job
     is requeued (`scontrol requeue`), three times. Each restart continues from the newest
     checkpoint (the timed last.ckpt mid-epoch), also when a stale hpc checkpoint lies beside
@@ -166,7 +166,8 @@ def test_requeue_after_a_killed_step_resumes_from_the_newest_checkpoint(local_sl
         local_slurm.release_requeued(job_id, restarts=cycle)
     info = local_slurm.wait(job_id, timeout=600)
     log = local_slurm.log(script, job_id)
-    print(f"\nkill + requeue: 3 cycles, resumed at steps {resumed_from[1:]}, at most {max(lost):.1f} s lost")
+    with capsys.disabled():  # the figures show in every run's output, not only with -s
+        print(f"\nkill + requeue: 3 cycles, resumed at steps {resumed_from[1:]}, at most {max(lost):.1f} s lost")
     assert info["JobState"] == "COMPLETED", f"job {job_id} ended {info['JobState']}:\n{log}"
     steps = [step for _epoch, step in starts_of(tmp_path / "starts")]
     assert steps == resumed_from, "a restart did not continue from the newest checkpoint"
