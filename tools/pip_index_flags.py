@@ -22,7 +22,9 @@ flags: list[tuple[str, str]] = []
 for line in listed.splitlines():  # key=repr(value), e.g. global.extra-index-url='\nfile:///a\nfile:///b'
     key, _, quoted = line.partition("=")
     flag = UV_FLAGS.get(key.rpartition(".")[2])
-    for value in ast.literal_eval(quoted).split() if flag else []:  # a list is whitespace-separated
+    if not flag:
+        continue
+    for value in ast.literal_eval(quoted).split():  # a list is whitespace-separated
         if (flag, value) not in flags:
             flags.append((flag, value))
 for flag, value in flags:
