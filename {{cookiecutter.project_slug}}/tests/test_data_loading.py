@@ -46,6 +46,21 @@ def test_data_stays_on_the_cpu_without_a_gpu():
     assert images.device.type == "cpu"
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_batches_on_the_gpu_are_cut_without_waiting_for_it():
+    """A copy of the batch's indices that synchronised would stop the host from queuing the
+    next steps while the GPU works: every step (torch raises on any synchronisation here)."""
+    dataset = small_set().to("cuda")
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        images, labels = dataset.__getitems__([3, 1, 4, 1, 5])
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert labels.is_cuda and labels.tolist() == [3, 1, 4, 1, 5]
+    assert images[:, 0, 0, 0].tolist() == [3, 1, 4, 1, 5]
+
+
 @pytest.fixture
 def no_launcher(monkeypatch):
     for name in ("SLURM_CPUS_PER_TASK", "TORCHELASTIC_RUN_ID", "LOCAL_WORLD_SIZE"):

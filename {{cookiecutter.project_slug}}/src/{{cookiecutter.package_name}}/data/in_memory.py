@@ -29,8 +29,17 @@ class InMemoryImages(Dataset):
 
     def __getitems__(self, indices: list[int]):
         # The DataLoader calls this with all indices of a batch (torch >= 2.0).
-        index = torch.as_tensor(indices, device=self.labels.device)
-        return self.images[index], self.labels[index]
+        index = self.index_on_device(indices)
+        return self.images.index_select(0, index), self.labels.index_select(0, index)
+
+    def index_on_device(self, indices: list[int]) -> torch.Tensor:
+        index = torch.as_tensor(indices)
+        if not self.labels.is_cuda:
+            return index
+        # A plain copy to the GPU (torch.as_tensor(..., device=)) waits until the GPU has
+        # finished all work queued so far: every step, the host would stop queuing the next
+        # one. From pinned memory, non_blocking, the copy takes its turn in the stream.
+        return index.pin_memory().to(self.labels.device, non_blocking=True)
 
 
 def already_batched(batch):
