@@ -13,6 +13,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from hydra import compose, initialize_config_dir
+from omegaconf import open_dict
 from pytorch_lightning.strategies import SingleDeviceStrategy
 
 from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
@@ -144,6 +145,53 @@ def test_self_log_runs_only_on_the_steps_the_logger_writes(tmp_path, log_calls):
 def test_ddp_on_one_process_trains_without_the_ddp_wrapper(tmp_path, no_launcher):
     trainer = build_trainer(config(tmp_path, "strategy=ddp", "trainer.devices=1"))
     assert isinstance(trainer.strategy, SingleDeviceStrategy), type(trainer.strategy)
+
+
+def test_hooks_are_called_without_a_profilers_context_manager_each_time(tmp_path):
+    """Lightning wraps each of the ~50 callback and hook calls per step in profiler.profile():
+    without a profiler asked for, it must cost nothing (no new context manager per call)."""
+    from pytorch_lightning.profilers import SimpleProfiler
+
+    profiler = build_trainer(config(tmp_path)).profiler
+    assert profiler.profile("[Callback]Throughput.on_train_batch_end") is profiler.profile("another hook")
+    asked = build_trainer(config(tmp_path, "trainer.profiler=simple")).profiler
+    assert isinstance(asked, SimpleProfiler)
+
+
+def test_callbacks_are_called_only_on_the_batch_hooks_they_implement(tmp_path):
+    """Lightning skips a hook that is not callable: each empty one skipped saves a profiler
+    context and three lookups per callback and step."""
+    from {{ cookiecutter.package_name }}.hook_costs import BATCH_HOOKS
+
+    trainer = build_trainer(config(tmp_path))
+    called = {
+        type(callback).__name__: [hook for hook in BATCH_HOOKS if callable(getattr(callback, hook))]
+        for callback in trainer.callbacks
+    }
+    assert called["Throughput"] == ["on_train_batch_end"]
+    assert called["LogOnlyWrittenSteps"] == ["on_train_batch_start", "on_train_batch_end"]
+    assert called["SaveOnStop"] == [] and called["RichModelSummary"] == []  # Lightning's own callbacks too
+
+
+class CountHooks(pl.Callback):
+    """Implements two per-batch hooks of the six."""
+
+    def __init__(self):
+        self.calls = Counter()
+
+    def on_before_backward(self, trainer, pl_module, loss):
+        self.calls["on_before_backward"] += 1
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.calls["on_train_batch_end"] += 1
+
+
+def test_a_callbacks_own_hooks_still_run(tmp_path):
+    cfg = config(tmp_path)
+    with open_dict(cfg):
+        cfg.callbacks.count_hooks = {"_target_": f"{__name__}.CountHooks"}
+    (counter,) = [callback for callback in run(cfg).callbacks if isinstance(callback, CountHooks)]
+    assert counter.calls == {"on_before_backward": STEPS, "on_train_batch_end": STEPS}
 
 
 def test_callbacks_with_nothing_to_do_are_left_out(tmp_path, no_launcher):

@@ -65,6 +65,7 @@ BAD_VALUES = [
     (["trainer.limit_train_batches=1.5"], "trainer.limit_train_batches=1.5: null, a number of batches"),
     (["trainer.limit_val_batches=-2"], "trainer.limit_val_batches=-2: null, a number of batches"),
     (["trainer.num_sanity_val_steps=-5"], "trainer.num_sanity_val_steps=-5: an integer >= 0"),
+    (["trainer.profiler=fast"], "trainer.profiler=fast: null or one of simple, advanced, pytorch"),
     # Choices, keys and the override syntax
     (["cluster=foo"], "cluster=foo: no such choice of cluster; allowed: generic, local, lumi"),
     (["strategy=dpp"], "strategy=dpp: no such choice of strategy; allowed: auto, ddp"),

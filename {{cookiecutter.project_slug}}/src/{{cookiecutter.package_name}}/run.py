@@ -10,6 +10,7 @@ from omegaconf import DictConfig
 from pytorch_lightning.utilities import rank_zero_info
 
 from .callbacks.stop import stop_exit_code
+from .hook_costs import NoProfiler, skip_empty_batch_hooks
 from .launch.checks import check_environment
 from .launch.run_directory import checkpoint_to_resume
 from .launch.warnings import quiet_benign_messages
@@ -40,7 +41,11 @@ def build_trainer(cfg: DictConfig) -> pl.Trainer:
     # in this run (`applies` false, e.g. the Slurm requeue outside srun) stay out.
     callbacks = [callback for callback in callbacks if getattr(callback, "applies", True)]
     logger = instantiate(cfg.logger) if cfg.get("logger") else False
-    return instantiate(cfg.trainer, strategy=build_strategy(cfg), callbacks=callbacks, logger=logger)
+    profiler = cfg.trainer.get("profiler") or NoProfiler()
+    strategy = build_strategy(cfg)
+    trainer = instantiate(cfg.trainer, strategy=strategy, callbacks=callbacks, logger=logger, profiler=profiler)
+    skip_empty_batch_hooks(trainer.callbacks)  # also those Lightning added (model summary)
+    return trainer
 
 
 def processes(trainer: pl.Trainer) -> int:

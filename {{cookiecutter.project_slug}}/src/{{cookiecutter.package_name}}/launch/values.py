@@ -92,6 +92,7 @@ ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")  # CPUs, CUDA/ROCm GPUs, Ap
 PRECISIONS = ("32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-true", "transformer-engine")
 PRECISIONS += ("transformer-engine-float16", "32", "16", "64", "bf16", 32, 16, 64)
 LIMIT = "null, a number of batches, or a fraction in [0, 1]"
+PROFILERS = ("simple", "advanced", "pytorch")  # Lightning's, by name (not xla: no TPUs here)
 CHECKPOINT_NAMES = ("last", "best", "hpc")  # Lightning's names for a checkpoint of this run
 
 # key, is it allowed, what is allowed (said to the user), an example for the fix.
@@ -130,6 +131,7 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     ("trainer.fast_dev_run", dev_run, "true, false or a number of batches", "trainer.fast_dev_run=true"),
     ("trainer.limit_train_batches", batch_limit, LIMIT, "trainer.limit_train_batches=0.1"),
     ("trainer.limit_val_batches", batch_limit, LIMIT, "trainer.limit_val_batches=0.1"),
+    ("trainer.profiler", one_of(None, *PROFILERS), f"null or one of {', '.join(PROFILERS)}", "trainer.profiler=simple"),
     ("trainer.num_sanity_val_steps", sanity_steps, "an integer >= 0 (-1: all)", "trainer.num_sanity_val_steps=2"),
 ]
 
