@@ -71,11 +71,20 @@ def test_scaling_prints_the_table(tmp_path):
 def test_overhead_command_prints_microseconds_per_step(tmp_path):
     args = ["--steps=3", "--warmup=1", "--repeats=1", "--batch-size=16", "logger=csv", CPU]
     stdout = run_module("benchmark.overhead", *args, f"--json={tmp_path / 'overhead.json'}", cwd=tmp_path)
-    for way in ("plain", "bare", "project", "added bare-plain", "added project-bare"):
+    ways = ("plain", "bare", "project", "data", "added bare-plain", "added project-bare", "added project-bare-data")
+    for way in ways:
         assert re.search(rf"^{way} +-?{NUMBER} +-?{NUMBER}$", stdout, re.M), stdout
     figures = json.loads((tmp_path / "overhead.json").read_text())
-    assert set(figures["us_per_step"]) == {"plain", "bare", "project"}
+    assert set(figures["us_per_step"]) == {"plain", "bare", "project", "data"}
     assert all(way["wall"] > 0 for way in figures["us_per_step"].values())
+
+
+def test_overhead_counts_python_calls_per_step(tmp_path):
+    args = ["--steps=3", "--warmup=1", "--repeats=1", "--batch-size=16", "--count-calls", "logger=csv", CPU]
+    stdout = run_module("benchmark.overhead", *args, f"--json={tmp_path / 'calls.json'}", cwd=tmp_path)
+    calls = json.loads((tmp_path / "calls.json").read_text())["python_calls_per_step"]
+    assert 0 < calls["plain"] < min(calls["bare"], calls["project"]), calls  # Lightning's loop is Python
+    assert re.search(rf"^added project-bare-data +-?{NUMBER}$", stdout, re.M), stdout
 
 
 def test_benchmark_refuses_more_processes_than_gpus(monkeypatch, capsys):

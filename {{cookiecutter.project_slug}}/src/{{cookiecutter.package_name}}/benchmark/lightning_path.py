@@ -11,12 +11,13 @@ from .measure import Measurement, StepWindow
 
 
 class TimeSteps(pl.Callback):
-    def __init__(self, warmup: int, steps: int, batch_size: int):
+    def __init__(self, warmup: int, steps: int, batch_size: int, count_calls: bool = False):
         self.settings = (warmup, steps, batch_size)
+        self.count_calls = count_calls
         self.window: StepWindow | None = None
 
     def on_train_start(self, trainer, pl_module):
-        self.window = StepWindow(*self.settings, device=pl_module.device)
+        self.window = StepWindow(*self.settings, device=pl_module.device, count_calls=self.count_calls)
         self.window.begin()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
@@ -41,7 +42,9 @@ def train_lightning(cfg: DictConfig, warmup: int, steps: int, compile_mode: str 
     return timed_run(cfg, warmup, steps, compile_mode).result()
 
 
-def timed_run(cfg: DictConfig, warmup: int, steps: int, compile_mode: str | None = None) -> StepWindow:
+def timed_run(
+    cfg: DictConfig, warmup: int, steps: int, compile_mode: str | None = None, count_calls: bool = False
+) -> StepWindow:
     """Train `warmup + steps` steps through `run.run`; the window that timed them."""
     cfg = cfg.copy()
     with open_dict(cfg):
@@ -62,6 +65,7 @@ def timed_run(cfg: DictConfig, warmup: int, steps: int, compile_mode: str | None
             "warmup": warmup,
             "steps": steps,
             "batch_size": cfg.data.batch_size,
+            "count_calls": count_calls,
         }
     trainer = run(cfg)
     (timer,) = [callback for callback in trainer.callbacks if isinstance(callback, TimeSteps)]

@@ -6,9 +6,12 @@ On a GPU the device is synchronised at those two points only.
 
 Besides the wall clock, the CPU time of the process (all its threads) is measured over the
 same window: on a machine shared with other jobs, wall time depends on their load, while
-the CPU time that one way spends per sample hardly does.
+the CPU time that one way spends per sample hardly does. With `count_calls`, the window
+counts the Python function calls of the training thread instead: exact, whatever the load
+(the timings of such a window are slowed by the counting).
 """
 
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,10 +60,16 @@ class Measurement:
 class StepWindow:
     """Call `step_done()` after every optimizer step; times steps warmup+1 .. warmup+steps."""
 
-    def __init__(self, warmup: int, steps: int, batch_size: int, device: torch.device):
+    def __init__(self, warmup: int, steps: int, batch_size: int, device: torch.device, count_calls: bool = False):
         self.warmup, self.steps, self.batch_size, self.device = warmup, steps, batch_size, device
         self.done = 0
         self.start = self.stop = None
+        self.count_calls = count_calls
+        self.calls = 0  # Python function calls in the window, with count_calls
+
+    def _count(self, frame, event, arg) -> None:
+        if event == "call":
+            self.calls += 1
 
     def begin(self) -> None:
         reset_peak_memory(self.device)
@@ -70,7 +79,11 @@ class StepWindow:
         if self.done == self.warmup:
             synchronize(self.device)
             self.start = (time.perf_counter(), time.process_time())
+            if self.count_calls:
+                sys.setprofile(self._count)
         elif self.done == self.warmup + self.steps:
+            if self.count_calls:
+                sys.setprofile(None)
             synchronize(self.device)
             self.stop = (time.perf_counter(), time.process_time())
 

@@ -1,20 +1,25 @@
 """python -m {{ cookiecutter.package_name }}.benchmark.overhead [options] [config overrides as for train.py]
 
 What Lightning, and this project on top of it, cost the host per training step. A network
-whose step costs almost nothing (one Linear layer) is trained three ways, interleaved and
-repeated, on data already on the device:
+whose step costs almost nothing (one Linear layer) is trained three ways, and the project's
+data is fetched a fourth, interleaved and repeated, on data already on the device:
 
 - plain: a loop written by hand (AdamW, fused on CUDA; batches cut beforehand)
 - bare: Lightning with nothing switched on (no bar, logger, checkpoints or summary)
 - project: this project's path, `run.run(cfg)` as train.py calls it (callbacks, progress bar,
   logger, the model's logging, the strategy config), with the same network
+- data: the project's batches alone (its DataLoader and normalisation), no training: the
+  part of project - bare that is data work, on a CPU mostly arithmetic, on a GPU kernels
 
 On a GPU a small model's step is bound by this host time; on a CPU it is a proxy for it.
 Printed: microseconds per step (median of the repeats; wall clock and the process's CPU
-time), what bare Lightning adds to the plain loop, and what the project adds to bare Lightning.
+time), what bare Lightning adds to the plain loop, what the project adds to bare Lightning,
+and that less the project's data work. With --count-calls: the Python function calls per
+step instead, an exact count that a loaded machine does not disturb.
 
     python -m {{ cookiecutter.package_name }}.benchmark.overhead
     python -m {{ cookiecutter.package_name }}.benchmark.overhead strategy=ddp   # DDP on one process
+    python -m {{ cookiecutter.package_name }}.benchmark.overhead --count-calls --repeats 1
 """
 
 import argparse
@@ -34,9 +39,10 @@ from torch.nn import functional as F
 
 from .lightning_path import TimeSteps, timed_run
 from .measure import StepWindow
+from .plain import train_loader
 
 PROJECT = Path(__file__).resolve().parents[3]
-WAYS = ("plain", "bare", "project")
+WAYS = ("plain", "bare", "project", "data")
 
 
 class TinyNet(nn.Sequential):
@@ -81,13 +87,14 @@ def run_plain(batches, window: StepWindow, device: torch.device) -> StepWindow:
     return window
 
 
-def run_bare(batches, warmup: int, steps: int, batch_size: int, device: torch.device, root: str) -> StepWindow:
-    timer = TimeSteps(warmup, steps, batch_size)
+def run_bare(batches, window: StepWindow, root: str) -> StepWindow:
+    timer = TimeSteps(window.warmup, window.steps, window.batch_size, window.count_calls)
+    device = window.device
     loader = torch.utils.data.DataLoader(batches, batch_size=None)  # batches as they are
     trainer = pl.Trainer(
         accelerator=device.type,
         devices=1,
-        max_steps=warmup + steps,
+        max_steps=window.total_steps,
         enable_progress_bar=False,
         enable_checkpointing=False,
         enable_model_summary=False,
@@ -97,6 +104,18 @@ def run_bare(batches, warmup: int, steps: int, batch_size: int, device: torch.de
     )
     trainer.fit(BareModule(fused=device.type == "cuda"), loader)
     return timer.window
+
+
+def run_data(cfg, window: StepWindow, device: torch.device) -> StepWindow:
+    """The project's batches as the Lightning path gets them (shuffled indices, a batch cut on
+    the device, normalised), without training on them."""
+    loader, datamodule = train_loader(cfg, device)
+    batches = iter(loader)
+    window.begin()
+    for _ in range(window.total_steps):
+        datamodule.on_after_batch_transfer(next(batches), 0)
+        window.step_done()
+    return window
 
 
 def project_config(args: argparse.Namespace, output_dir: str):
@@ -128,6 +147,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=50, help="untimed steps before them (default 50)")
     parser.add_argument("--repeats", type=int, default=5, help="repeats of each way, interleaved (default 5)")
     parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument(
+        "--count-calls",
+        action="store_true",
+        help="count the Python function calls per step instead of timing: exact, whatever the machine's load",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--config-dir", type=Path, default=PROJECT / "configs")
     parser.add_argument("--verbose", action="store_true", help="keep Lightning's messages and warnings")
@@ -153,15 +177,18 @@ def main(argv: list[str] | None = None) -> int:
     measured = {way: [] for way in WAYS}
     for repeat in range(args.repeats):
         for way in WAYS if repeat % 2 == 0 else reversed(WAYS):  # alternate who goes first
+            window = StepWindow(args.warmup, args.steps, args.batch_size, device, args.count_calls)
             if way == "plain":
-                window = run_plain(batches, StepWindow(args.warmup, args.steps, args.batch_size, device), device)
+                run_plain(batches, window, device)
             elif way == "bare":
-                window = run_bare(batches, args.warmup, args.steps, args.batch_size, device, root)
+                window = run_bare(batches, window, root)
+            elif way == "data":
+                run_data(cfg, window, device)
             else:
-                window = timed_run(cfg, args.warmup, args.steps)
-            measured[way].append(microseconds_per_step(window))
+                window = timed_run(cfg, args.warmup, args.steps, count_calls=args.count_calls)
+            measured[way].append((window.calls / window.steps,) if args.count_calls else microseconds_per_step(window))
 
-    figures = summarise(measured)
+    figures = summarise_calls(measured) if args.count_calls else summarise(measured)
     figures["settings"] = {
         "device": torch.cuda.get_device_name(device) if use_gpu else "cpu",
         "batch_size": args.batch_size,
@@ -188,13 +215,22 @@ def summarise(measured: dict[str, list[tuple[float, float]]]) -> dict:
             "cpu": statistics.median(cpu for _, cpu in runs),
             "wall_repeats": [wall for wall, _ in runs],
         }
-    for name, (more, less) in {"bare-plain": ("bare", "plain"), "project-bare": ("project", "bare")}.items():
-        pairs = list(zip(measured[more], measured[less], strict=True))
+    for name in ("bare-plain", "project-bare", "project-bare-data"):
+        more, *less = name.split("-")
+        runs = list(zip(measured[more], *(measured[way] for way in less), strict=True))
         figures["added_us_per_step"][name] = {
-            "wall": statistics.median(m[0] - n[0] for m, n in pairs),
-            "cpu": statistics.median(m[1] - n[1] for m, n in pairs),
+            clock: statistics.median(run[0][i] - sum(other[i] for other in run[1:]) for run in runs)
+            for i, clock in enumerate(("wall", "cpu"))
         }
     return figures
+
+
+def summarise_calls(measured: dict[str, list[tuple[float]]]) -> dict:
+    calls = {way: statistics.median(count for (count,) in runs) for way, runs in measured.items()}
+    calls["added bare-plain"] = calls["bare"] - calls["plain"]
+    calls["added project-bare"] = calls["project"] - calls["bare"]
+    calls["added project-bare-data"] = calls["added project-bare"] - calls["data"]
+    return {"python_calls_per_step": calls}
 
 
 def print_figures(figures: dict) -> None:
@@ -203,11 +239,16 @@ def print_figures(figures: dict) -> None:
         f"\nper-step host cost: 1 Linear layer, batch {s['batch_size']} on {s['device']}, {s['threads']} thread(s); "
         f"{s['steps']} timed steps after {s['warmup']}, {s['repeats']} interleaved repeats; {s['versions']}"
     )
-    print(f"{'way':<14} {'us/step':>9} {'CPU us/step':>12}")
+    if "python_calls_per_step" in figures:
+        print(f"{'way':<24} {'Python calls/step':>18}")
+        for way, calls in figures["python_calls_per_step"].items():
+            print(f"{way:<24} {calls:>18.1f}")
+        return
+    print(f"{'way':<24} {'us/step':>9} {'CPU us/step':>12}")
     for way, value in figures["us_per_step"].items():
-        print(f"{way:<14} {value['wall']:>9.1f} {value['cpu']:>12.1f}")
+        print(f"{way:<24} {value['wall']:>9.1f} {value['cpu']:>12.1f}")
     for name, value in figures["added_us_per_step"].items():
-        print(f"{'added ' + name:<14} {value['wall']:>9.1f} {value['cpu']:>12.1f}")
+        print(f"{'added ' + name:<24} {value['wall']:>9.1f} {value['cpu']:>12.1f}")
 
 
 if __name__ == "__main__":
