@@ -216,11 +216,14 @@ def summarise(measured: dict[str, list[tuple[float, float]]]) -> dict:
             "wall_repeats": [wall for wall, _ in runs],
         }
     for name in ("bare-plain", "project-bare", "project-bare-data"):
-        more, *less = name.split("-")
-        runs = list(zip(measured[more], *(measured[way] for way in less), strict=True))
+        way, *minus = name.split("-")  # "project-bare-data": project - bare - data, in each repeat
+        added = [
+            [run[clock] - sum(measured[other][repeat][clock] for other in minus) for clock in (0, 1)]
+            for repeat, run in enumerate(measured[way])
+        ]
         figures["added_us_per_step"][name] = {
-            clock: statistics.median(run[0][i] - sum(other[i] for other in run[1:]) for run in runs)
-            for i, clock in enumerate(("wall", "cpu"))
+            "wall": statistics.median(wall for wall, _ in added),
+            "cpu": statistics.median(cpu for _, cpu in added),
         }
     return figures
 
