@@ -43,6 +43,7 @@ from .plain import train_loader
 
 PROJECT = Path(__file__).resolve().parents[3]
 WAYS = ("plain", "bare", "project", "data")
+ADDED = ("bare-plain", "project-bare", "project-bare-data")  # "project-bare-data": project - bare - data
 
 
 class TinyNet(nn.Sequential):
@@ -215,8 +216,8 @@ def summarise(measured: dict[str, list[tuple[float, float]]]) -> dict:
             "cpu": statistics.median(cpu for _, cpu in runs),
             "wall_repeats": [wall for wall, _ in runs],
         }
-    for name in ("bare-plain", "project-bare", "project-bare-data"):
-        way, *minus = name.split("-")  # "project-bare-data": project - bare - data, in each repeat
+    for name in ADDED:
+        way, *minus = name.split("-")  # in each repeat
         added = [
             [run[clock] - sum(measured[other][repeat][clock] for other in minus) for clock in (0, 1)]
             for repeat, run in enumerate(measured[way])
@@ -230,9 +231,9 @@ def summarise(measured: dict[str, list[tuple[float, float]]]) -> dict:
 
 def summarise_calls(measured: dict[str, list[tuple[float]]]) -> dict:
     calls = {way: statistics.median(count for (count,) in runs) for way, runs in measured.items()}
-    calls["added bare-plain"] = calls["bare"] - calls["plain"]
-    calls["added project-bare"] = calls["project"] - calls["bare"]
-    calls["added project-bare-data"] = calls["added project-bare"] - calls["data"]
+    for name in ADDED:
+        way, *minus = name.split("-")
+        calls[f"added {name}"] = calls[way] - sum(calls[other] for other in minus)
     return {"python_calls_per_step": calls}
 
 
