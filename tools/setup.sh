@@ -9,16 +9,18 @@ VENV=${VENV:-.venv}
 [[ -x $VENV/bin/python ]] || python3 -m venv "$VENV"
 # shellcheck disable=SC1091
 source "$VENV/bin/activate"
-# pip runs only when the requirements changed since its last success: even a check that finds
-# everything installed takes a minute on a busy 2-core machine.
+# pip runs only when the requirements or this recipe changed since its last success: even a
+# check that finds everything installed takes a minute on a busy 2-core machine.
 stamp=$VENV/.requirements.sha256
-wanted=$(sha256sum tools/requirements.txt | cut -d' ' -f1)
+wanted=$(cat tools/requirements.txt tools/setup.sh | sha256sum | cut -d' ' -f1)
 if [[ $(cat "$stamp" 2>/dev/null) != "$wanted" ]]; then
   # uv unpacks torch's 5 GB in parallel (54 s where pip takes 2 min 36 s on 2 cores), from
-  # the same indexes as pip (its configuration passed on) and without precompiling bytecode.
+  # the same indexes as pip (its configuration passed on). Bytecode is compiled once here:
+  # where PYTHONDONTWRITEBYTECODE is set, nothing else writes it, and every process (each rank
+  # of every test job) would compile torch and Lightning again, 15 s of CPU each.
   pip install --quiet uv==0.13.9
   mapfile -t index_flags < <(python tools/pip_index_flags.py)
-  uv pip install --quiet --python "$VENV/bin/python" --index-strategy unsafe-best-match \
+  uv pip install --quiet --compile-bytecode --python "$VENV/bin/python" --index-strategy unsafe-best-match \
     "${index_flags[@]}" -r tools/requirements.txt
   echo "$wanted" >"$stamp"
 fi
