@@ -2,8 +2,10 @@
 (launch/warnings.py); every other warning still shows."""
 
 import logging
+import os
 import warnings
 
+from lightning_fabric.plugins.environments import SLURMEnvironment
 from lightning_utilities.core import rank_zero
 from pytorch_lightning.utilities import rank_zero_info
 from pytorch_lightning.utilities.warnings import PossibleUserWarning
@@ -24,6 +26,21 @@ def test_known_benign_warnings_are_filtered_and_others_still_show():
         for message in messages:
             warnings.warn(message, PossibleUserWarning, stacklevel=1)
     assert [str(warning.message) for warning in caught] == messages[-1:]
+
+
+def test_lightnings_srun_hint_outside_a_slurm_task_is_filtered(tmp_path, monkeypatch):
+    srun = tmp_path / "srun"  # Slurm installed, as on a login node
+    srun.write_text("#!/bin/sh\n")
+    srun.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("SLURM_NTASKS", raising=False)  # not in a Slurm task
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert not SLURMEnvironment.detect()
+        assert ["srun" in str(warning.message) for warning in caught] == [True]  # Lightning's hint
+        quiet_benign_messages()
+        assert not SLURMEnvironment.detect()
+    assert len(caught) == 1
 
 
 class Lines(logging.Handler):

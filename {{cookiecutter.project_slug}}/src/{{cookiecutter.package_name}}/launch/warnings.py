@@ -20,6 +20,11 @@ BENIGN_WARNINGS = (
     r"The AccumulateGrad node's stream does not match the stream of the node",
     # Lightning 2.6 calls a torch API that newer torch deprecates (in Lightning's own code).
     r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+    # Lightning, on every machine with Slurm installed (a cluster's login nodes) when not in a
+    # Slurm task: a hint to start with srun. A run outside a job needs none, and a batch
+    # script that starts train.py for several devices without srun is stopped by
+    # launch/topology.py, with the fix.
+    r"The `srun` command is available on your system but is not used",
 )
 
 # Lightning's advertisement for its cloud logger, printed by every run that uses another.
