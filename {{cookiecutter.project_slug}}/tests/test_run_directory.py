@@ -202,7 +202,8 @@ def test_a_kill_during_a_checkpoint_write_keeps_the_previous_checkpoint(tmp_path
 def test_a_save_never_replaces_a_checkpoint_of_a_higher_step(tmp_path):
     path = tmp_path / "last.ckpt"
     ForwardOnlyCheckpointIO().save_checkpoint({"global_step": 8}, path)
-    ForwardOnlyCheckpointIO().save_checkpoint({"global_step": 4}, path)  # another process, older state
+    with pytest.warns(UserWarning, match=r"Not saving .*last.ckpt at step 4: it holds step 8, newer work"):
+        ForwardOnlyCheckpointIO().save_checkpoint({"global_step": 4}, path)  # another process, older state
     assert step_of(path) == 8
     ForwardOnlyCheckpointIO().save_checkpoint({"global_step": 9}, path)
     assert step_of(path) == 9

@@ -13,6 +13,7 @@ from hydra import compose, initialize_config_dir
 
 from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
 from {{ cookiecutter.package_name }}.launch.errors import SetupError
+from {{ cookiecutter.package_name }}.launch.warnings import quiet_benign_messages
 from {{ cookiecutter.package_name }}.speed import check_fused, check_speed, set_matmul_precision, trains_on_gpu
 
 from tests.helpers import FAST, PROJECT, project_env, run_train
@@ -83,6 +84,7 @@ def test_cpu_runs_keep_float32_matmuls():
     before = torch.get_float32_matmul_precision()
     try:
         torch.set_float32_matmul_precision("highest")
+        quiet_benign_messages()  # as run.py does before it builds the Trainer
         trainer = pl.Trainer(accelerator="cpu", logger=False)
         set_matmul_precision(composed().speed, on_gpu=trains_on_gpu(trainer))
         assert torch.get_float32_matmul_precision() == "highest"

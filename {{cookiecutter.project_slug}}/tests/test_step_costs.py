@@ -17,11 +17,18 @@ from omegaconf import open_dict
 from pytorch_lightning.strategies import SingleDeviceStrategy
 
 from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
+from {{ cookiecutter.package_name }}.launch.warnings import quiet_benign_messages
 from {{ cookiecutter.package_name }}.run import build_trainer, run
 
 from tests.helpers import PROJECT, launcher_variable
 
 STEPS = 40
+pytestmark = [
+    # Short runs: 40 steps, fewer than the logging interval some tests choose on purpose,
+    # and no validation, so the checkpoint callback never sees its val/loss.
+    pytest.mark.filterwarnings("ignore:The number of training batches .* is smaller than the logging interval"),
+    pytest.mark.filterwarnings("ignore:.ModelCheckpoint.monitor='val/loss'.. could not find the monitored key"),
+]
 # torch's optimizers read their step counters, and its samplers their seeds: host tensors.
 HOST_ONLY = ("torch/optim/", "torch/utils/data/")
 
@@ -32,6 +39,7 @@ def train_in_process(tmp_path, *overrides: str):
 
 def config(tmp_path, *overrides: str):
     register_resolvers()
+    quiet_benign_messages()  # as run.py does before it builds the Trainer
     with initialize_config_dir(config_dir=str(PROJECT / "configs"), version_base="1.3"):
         return compose(
             "train",
