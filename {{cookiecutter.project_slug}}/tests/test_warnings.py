@@ -67,3 +67,15 @@ def test_lightning_advertisement_is_dropped_from_the_log():
         logger.setLevel(level)
     assert lines.lines == ["Run directory (shared by all ranks): outputs/1"]
     assert len([f for f in logger.filters if type(f).__name__ == "_DropLines"]) == 1
+
+
+def test_torchs_note_that_a_cpu_machine_has_no_cuda_runtime_is_dropped():
+    quiet_benign_messages()
+    lines, logger = Lines(), logging.getLogger("torch.utils.cpp_extension")  # torch.compile on a CPU logs it
+    logger.addHandler(lines)
+    try:
+        logger.warning("No CUDA runtime is found, using CUDA_HOME='%s'", "/usr/local")
+        logger.warning("Error building extension 'cpu_adam'")
+    finally:
+        logger.removeHandler(lines)
+    assert lines.lines == ["Error building extension 'cpu_adam'"]

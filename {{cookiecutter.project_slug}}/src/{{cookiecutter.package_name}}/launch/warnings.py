@@ -29,6 +29,9 @@ BENIGN_WARNINGS = (
 
 # Lightning's advertisement for its cloud logger, printed by every run that uses another.
 BENIGN_LOG_LINES = (r"Tip: For seamless cloud logging",)
+# torch, when torch.compile (speed.compile) or DeepSpeed loads its C++ tools on a machine
+# without a GPU: code compiled for the CPU needs no CUDA runtime.
+BENIGN_TORCH_LOG_LINES = (r"No CUDA runtime is found",)
 
 
 class _DropLines(logging.Filter):
@@ -44,8 +47,9 @@ def quiet_benign_messages() -> None:
     """Idempotent: call once per process before the Trainer is built."""
     for message in BENIGN_WARNINGS:
         warnings.filterwarnings("ignore", message=message)
-    from lightning_utilities.core import rank_zero  # where rank_zero_info's logger is set
+    from lightning_utilities.core import rank_zero  # rank_zero_info's logger, as Lightning set it
 
-    logger = rank_zero.log
-    if not any(isinstance(f, _DropLines) for f in logger.filters):
-        logger.addFilter(_DropLines(BENIGN_LOG_LINES))
+    torch_tools = logging.getLogger("torch.utils.cpp_extension")
+    for logger, patterns in ((rank_zero.log, BENIGN_LOG_LINES), (torch_tools, BENIGN_TORCH_LOG_LINES)):
+        if not any(isinstance(f, _DropLines) for f in logger.filters):
+            logger.addFilter(_DropLines(patterns))
