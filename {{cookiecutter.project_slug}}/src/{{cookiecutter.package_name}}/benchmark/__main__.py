@@ -109,11 +109,13 @@ def main(argv: list[str] | None = None) -> int:
     import torch.distributed as dist
     from hydra.utils import instantiate
 
+    from ..launch.warnings import quiet_benign_messages
     from .lightning_path import train_lightning
     from .measure import StepWindow
     from .plain import loader_only, train_plain
 
     if not args.verbose:
+        quiet_benign_messages()  # what train.py filters, for the plain way too
         for name in ("pytorch_lightning", "lightning_fabric", "lightning.pytorch"):
             logging.getLogger(name).setLevel(logging.WARNING)
     world_size = int(os.environ.get("WORLD_SIZE", 1))
