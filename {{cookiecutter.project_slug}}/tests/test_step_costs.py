@@ -27,7 +27,7 @@ pytestmark = [
     # Short runs: 40 steps, fewer than the logging interval some tests choose on purpose,
     # and no validation, so the checkpoint callback never sees its val/loss.
     pytest.mark.filterwarnings("ignore:The number of training batches .* is smaller than the logging interval"),
-    pytest.mark.filterwarnings("ignore:.ModelCheckpoint.monitor='val/loss'.. could not find the monitored key"),
+    pytest.mark.filterwarnings(r"ignore:`ModelCheckpoint\(monitor='val/loss'\)` could not find the monitored key"),
 ]
 # torch's optimizers read their step counters, and its samplers their seeds: host tensors.
 HOST_ONLY = ("torch/optim/", "torch/utils/data/")

@@ -29,8 +29,8 @@ BENIGN_WARNINGS = (
 
 # Lightning's advertisement for its cloud logger, printed by every run that uses another.
 BENIGN_LOG_LINES = (r"Tip: For seamless cloud logging",)
-# torch, when torch.compile (speed.compile) or DeepSpeed loads its C++ tools on a machine
-# without a GPU: code compiled for the CPU needs no CUDA runtime.
+# torch, when torch.compile (speed.compile) loads its C++ tools on a machine without a GPU:
+# code compiled for the CPU needs no CUDA runtime.
 BENIGN_TORCH_LOG_LINES = (r"No CUDA runtime is found",)
 
 
