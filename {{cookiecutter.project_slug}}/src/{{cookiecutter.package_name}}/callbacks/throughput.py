@@ -1,7 +1,7 @@
-"""Training throughput in samples per second, per rank and summed over all ranks.
+"""Training throughput in samples per second, summed over all ranks and per rank (their mean).
 
-Counted on the host with no device synchronisation per step; the only collective is one
-sum per epoch. The clock starts when the first batch of the epoch is done (it includes
+Counted on the host with no device synchronisation per step; the only collectives are a
+sum and a mean per epoch. The clock starts when the first batch of the epoch is done (it includes
 starting the data iterator) and stops at the last training batch, so validation is not
 counted. The figures go to the logger and the progress bar, and into the log at the end.
 """
@@ -34,9 +34,10 @@ class Throughput(pl.Callback):
 
     def on_train_epoch_end(self, trainer, pl_module):
         elapsed = (self._last or 0.0) - (self._start or 0.0)
-        # Every rank logs, also with nothing measured: the sum is a collective.
+        # Every rank logs, also with nothing measured: both are collectives (a value left
+        # unsynced would make Lightning suggest sync_dist=True on every multi-process run).
         per_rank = self._samples / elapsed if elapsed > 0 else 0.0
-        pl_module.log(PER_RANK, per_rank)
+        pl_module.log(PER_RANK, per_rank, reduce_fx="mean", sync_dist=True)
         pl_module.log(TOTAL, per_rank, reduce_fx="sum", sync_dist=True, prog_bar=True)
 
     def on_train_end(self, trainer, pl_module):
@@ -44,5 +45,5 @@ class Throughput(pl.Callback):
         if TOTAL in metrics:
             rank_zero_info(
                 f"Throughput of the last epoch: {float(metrics[TOTAL]):.0f} samples/s in total, "
-                f"{float(metrics[PER_RANK]):.0f} on rank 0"
+                f"{float(metrics[PER_RANK]):.0f} per rank"
             )
