@@ -178,7 +178,15 @@ def test_callbacks_are_called_only_on_the_batch_hooks_they_implement(tmp_path):
     }
     assert called["Throughput"] == ["on_train_batch_end"]
     assert called["LogOnlyWrittenSteps"] == ["on_train_batch_start", "on_train_batch_end"]
-    assert called["SaveOnStop"] == [] and called["RichModelSummary"] == []  # Lightning's own callbacks too
+    assert called["RichModelSummary"] == []  # Lightning's own callbacks too
+    # Several ranks agree on a signal at batch ends; one process needs no call (next test)
+    assert called["SaveOnStop"] == ["on_train_batch_end", "on_validation_batch_end"]
+
+
+def test_one_process_calls_the_stop_callback_on_no_batch(tmp_path):
+    trainer = train_in_process(tmp_path)
+    (save_on_stop,) = [callback for callback in trainer.callbacks if type(callback).__name__ == "SaveOnStop"]
+    assert not callable(save_on_stop.on_train_batch_end) and not callable(save_on_stop.on_validation_batch_end)
 
 
 class CountHooks(pl.Callback):

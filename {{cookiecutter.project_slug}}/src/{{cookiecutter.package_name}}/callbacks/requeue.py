@@ -4,8 +4,8 @@
 own handler saves a checkpoint inside the signal handler; a rank that is in the middle of a
 gradient all-reduce at that moment never joins the checkpoint's barrier, and the job hangs
 until Slurm kills it (seen on the local Slurm of the tests). Here the handler only raises a
-flag; after each training batch the ranks agree on it (one all-reduce of a boolean), then they
-save the checkpoint that Lightning resumes from (hpc_ckpt_<n>.ckpt in the run directory, which
+flag; at a training batch's end the ranks agree on it (about once a second: agreement.py), then
+they save the checkpoint that Lightning resumes from (hpc_ckpt_<n>.ckpt in the run directory, which
 stays the same: the run id is the job id), rank 0 requeues the job, and all exit.
 """
 
@@ -18,11 +18,14 @@ import pytorch_lightning as pl
 from lightning_fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
 from pytorch_lightning.utilities import rank_zero_info
 
+from .agreement import AgreedFlag
+
 
 class SlurmRequeue(pl.Callback):
     def __init__(self, signum: int = signal.SIGUSR1):
         self.signum = signal.Signals(signum)
         self.requested = False
+        self.agreement = AgreedFlag()
         self.active = False
         # Only where srun started every rank: torchrun/horovodrun jobs are requeued by the batch
         # script, which gets the signal instead (--signal=B:USR1@90). Elsewhere run.py leaves
@@ -39,7 +42,7 @@ class SlurmRequeue(pl.Callback):
         self.requested = True
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        if not self.active or not trainer.strategy.reduce_boolean_decision(self.requested, all=False):
+        if not self.active or not self.agreement.agreed(trainer, self.requested):
             return
         path = trainer._checkpoint_connector.hpc_save_path(trainer.default_root_dir)  # where Lightning resumes from
         rank_zero_info(f"{self.signum.name}: saving {path} and requeueing the job")

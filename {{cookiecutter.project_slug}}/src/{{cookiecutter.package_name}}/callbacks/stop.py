@@ -4,7 +4,8 @@ Lightning turns SIGTERM into an exception at the next batch boundary and exits 0
 job reads as COMPLETED. Here Ctrl-C takes the same clean path (a second signal stops at
 once); the state is saved to last.ckpt, one line names it and the resume command, and the
 process exits 143 (SIGTERM) or 130 (Ctrl-C) as shells and Slurm expect. (A job that requeued
-itself on SIGUSR1 has already left: callbacks/requeue.py.)
+itself on SIGUSR1 has already left: callbacks/requeue.py.) Several ranks stop at the same
+batch's end, once they agree on the signal (about once a second: agreement.py).
 """
 
 import signal
@@ -17,33 +18,55 @@ from pytorch_lightning.strategies import DDPStrategy, DeepSpeedStrategy, SingleD
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from ..launch.run_directory import shown
+from .agreement import AgreedFlag
 from .checkpoints import newest_checkpoint
 
 EXIT_CODES = {"SIGTERM": 128 + signal.SIGTERM, "Ctrl-C": 128 + signal.SIGINT}
 
 
 class SaveOnStop(pl.Callback):
-    def __init__(self, dirpath: str, run_dir: str):
+    def __init__(self, dirpath: str, run_dir: str, agree_every_seconds: float = 1.0):
         self.path = Path(dirpath) / "last.ckpt"
         self.run_dir = Path(run_dir)
         self.reason: str | None = None  # set by the signal handler
+        self.agreement = AgreedFlag(agree_every_seconds)
         self.previous: dict = {}
         self.exit_code: int | None = None
 
     def on_train_start(self, trainer, pl_module):
         # Lightning's own SIGTERM handler runs a collective inside the handler, which can pair
-        # with another rank's gradient all-reduce; this one only raises the flag that the loop
-        # checks at the next batch boundary (and passes the signal on to processes it started).
+        # with another rank's gradient all-reduce; this one only raises the flag that the ranks
+        # agree on at a batch's end (and passes the signal on to processes it started).
         def on_signal(signum, frame):
             if self.reason:  # a second Ctrl-C or SIGTERM: stop now
                 raise KeyboardInterrupt
             self.reason = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
             if signum == signal.SIGTERM and trainer.strategy.launcher is not None:
                 trainer.strategy.launcher.kill(signum)  # Ctrl-C reaches them from the terminal
-            trainer._signal_connector.received_sigterm = True
+            if alone:  # nothing to agree on: Lightning stops after this batch
+                trainer._signal_connector.received_sigterm = True
             print(f"\n{self.reason}: saving at the end of this step", file=sys.stderr, flush=True)
 
+        alone = trainer.world_size == 1
+        if alone:  # no per-batch calls then (Lightning skips a hook that is not callable: hook_costs.py)
+            self.on_train_batch_end = self.on_validation_batch_end = None
         self.previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
+        # Lightning 2.6 agrees on SIGTERM by itself, with a broadcast it reads at every step
+        # (agreement.py says what that costs on GPUs); this callback's agreement replaces it.
+        epoch_loop = trainer.fit_loop.epoch_loop
+        if hasattr(epoch_loop, "_broadcast_sigterm_tensor"):
+            epoch_loop._broadcast_sigterm_tensor = _agreed_at_batch_ends
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self._stop_if_agreed(trainer)
+
+    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
+        self._stop_if_agreed(trainer)
+
+    def _stop_if_agreed(self, trainer):
+        if self.agreement.agreed(trainer, self.reason is not None):
+            # Lightning raises SIGTERMException after this hook (every rank: they agreed)
+            trainer._signal_connector.received_sigterm = True
 
     def on_train_end(self, trainer, pl_module):
         for signum, handler in self.previous.items():
@@ -74,6 +97,10 @@ class SaveOnStop(pl.Callback):
         checkpoint = trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
         strategy.save_checkpoint(checkpoint, self.path)  # DDP: rank 0 only
         return True
+
+
+def _agreed_at_batch_ends() -> None:
+    """In place of Lightning's per-step SIGTERM broadcast: SaveOnStop's agreement decides."""
 
 
 @contextmanager

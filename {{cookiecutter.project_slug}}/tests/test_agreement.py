@@ -1,0 +1,161 @@
+"""Ranks agree on a signal about once a second, not at every step (callbacks/agreement.py):
+a signal to one rank still stops every rank at the same step, and training reads a
+collective's answer on the host a few times, not once per step (on a GPU each read waits
+for the GPU)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import pytorch_lightning as pl
+import torch
+
+from {{ cookiecutter.package_name }}.callbacks import agreement
+from {{ cookiecutter.package_name }}.callbacks.agreement import AgreedFlag
+
+from tests.helpers import FAST, PROJECT, project_env, run_train
+from tests.test_run_directory import record_saves, step_of
+
+
+class Rank:
+    """The part of a Trainer that AgreedFlag uses; `others` is what the other rank sends."""
+
+    def __init__(self, world_size=2, global_rank=0):
+        self.world_size = world_size
+        self.is_global_zero = global_rank == 0
+        self.strategy = self
+        self.root_device = torch.device("cpu")
+        self.others = [0.0, 0.0]
+        self.reduced_at: list[int] = []
+        self.calls = 0
+
+    def reduce(self, tensor, reduce_op):
+        assert reduce_op == "max"
+        self.reduced_at.append(self.calls)
+        return torch.maximum(tensor, torch.tensor(self.others))
+
+
+STEP = 1 / 128  # seconds a step takes below (a binary fraction: exact sums)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr(agreement, "monotonic", lambda: now[0])
+    return now
+
+
+def agree(flag: AgreedFlag, rank: Rank, clock, calls: int, raised_from: int | None = None) -> list[int]:
+    """The calls at which the ranks agreed that a flag was raised (by another rank, from a call on)."""
+    agreed = []
+    for _ in range(calls):
+        rank.calls += 1
+        clock[0] += STEP
+        if raised_from is not None and rank.calls >= raised_from:
+            rank.others[0] = 1.0
+        if flag.agreed(rank, False):
+            agreed.append(rank.calls)
+    return agreed
+
+
+def test_one_process_needs_no_agreement():
+    rank = Rank(world_size=1)
+    assert AgreedFlag().agreed(rank, True) and not AgreedFlag().agreed(rank, False)
+    assert rank.reduced_at == []
+
+
+def test_rank_zero_spaces_the_agreements_about_a_second_apart(clock):
+    rank = Rank()
+    agreed = agree(AgreedFlag(seconds=1.0), rank, clock, calls=300, raised_from=150)
+    # At the first two calls (nothing measured yet), then every 128 steps: a second.
+    assert rank.reduced_at == [1, 2, 130, 258]
+    assert agreed == [258], "another rank's flag counts at the next agreement, on every rank"
+
+
+def test_the_other_ranks_follow_rank_zeros_interval(clock):
+    rank = Rank(global_rank=1)
+    rank.others = [0.0, 50.0]  # rank 0 says: agree again in 50 steps
+    agree(AgreedFlag(seconds=1.0), rank, clock, calls=120)
+    assert rank.reduced_at == [1, 51, 101]
+
+
+class CountCollectives(pl.Callback):
+    """Test-only: how many collectives each rank started (through torch.distributed, as
+    Lightning and the project call them) from the end of its first training batch to the
+    end of its last (not the epoch's end: its logging and checkpoints are collectives)."""
+
+    def __init__(self, path: str):
+        self.path = Path(path)
+        self.count = 0
+        self.at_batch_ends: list[int] = []
+
+    def on_train_start(self, trainer, pl_module):
+        def counted(collective):
+            def call(*args, **kwargs):
+                self.count += 1
+                return collective(*args, **kwargs)
+
+            return call
+
+        for name in ("broadcast", "all_reduce"):
+            setattr(torch.distributed, name, counted(getattr(torch.distributed, name)))
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.at_batch_ends.append(self.count)
+
+    def on_train_end(self, trainer, pl_module):
+        self.path.mkdir(parents=True, exist_ok=True)
+        between = self.at_batch_ends[-1] - self.at_batch_ends[0]
+        (self.path / f"rank{trainer.global_rank}.txt").write_text(f"{between} {len(self.at_batch_ends)}")
+
+
+@pytest.mark.slow
+def test_two_processes_do_not_agree_at_every_step(tmp_path):
+    """40 steps on 2 processes: Lightning 2.6 alone broadcasts a SIGTERM flag at each."""
+    steps = 40
+    run_train(
+        *FAST,
+        "strategy=ddp",
+        "trainer.devices=2",
+        f"data.num_samples={steps * 32 * 2}",
+        f"trainer.limit_train_batches={steps}",
+        "trainer.limit_val_batches=0",
+        "trainer.max_epochs=1",
+        "callbacks.save_on_stop.agree_every_seconds=60",
+        f"output_root={tmp_path / 'outputs'}",
+        "+callbacks.count._target_=tests.test_agreement.CountCollectives",
+        f"+callbacks.count.path={tmp_path / 'count'}",
+    )
+    counted = [(tmp_path / "count" / f"rank{rank}.txt").read_text().split() for rank in (0, 1)]
+    assert [int(batches) for _count, batches in counted] == [steps, steps]
+    # The agreement at the second step's end (rank 0 then asks for the next in 60 s).
+    assert all(int(count) <= 1 for count, _batches in counted), f"collectives after the first step: {counted}"
+
+
+@pytest.mark.slow
+def test_a_signal_to_one_rank_stops_both_at_the_same_step(tmp_path):
+    """SIGTERM reaches rank 1 only: the ranks agree on it, both stop after the same step
+    (the other would wait for the first in the next all-reduce), rank 0 saves, exit 143."""
+    run = tmp_path / "run"
+    command = [
+        sys.executable, str(PROJECT / "train.py"), *FAST, "strategy=ddp", "trainer.devices=2",
+        f"output_root={tmp_path}", "run_id=run", "trainer.max_epochs=40",
+        *record_saves(tmp_path / "saves.txt", seconds_per_step=0.2),
+    ]  # fmt: skip
+    pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(command, cwd=PROJECT, env=project_env(), **pipes)
+    deadline = time.monotonic() + 240
+    while not (run / "checkpoints" / "last.ckpt").exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    rank_1 = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+    assert len(rank_1) == 1, f"Lightning should have started one more process, found {rank_1}"
+    os.kill(int(rank_1[0]), signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=240)
+    assert process.returncode == 143, stderr
+    line = next(line for line in stderr.splitlines() if line.startswith("Stopped by SIGTERM"))
+    assert f"at step {step_of(run / 'checkpoints' / 'last.ckpt')}: saved " in line
+    assert "Traceback" not in stderr
