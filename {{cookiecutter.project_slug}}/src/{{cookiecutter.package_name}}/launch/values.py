@@ -42,6 +42,10 @@ def non_negative_number(value) -> bool:
     return _number(value) and value >= 0
 
 
+def positive_number(value) -> bool:
+    return _number(value) and value > 0
+
+
 def workers(value) -> bool:
     return value == "auto" or non_negative_int(value)
 
@@ -95,6 +99,12 @@ LIMIT = "null, a number of batches, or a fraction in [0, 1]"
 PROFILERS = ("simple", "advanced", "pytorch")  # Lightning's, by name (not xla: no TPUs here)
 CHECKPOINT_NAMES = ("last", "best", "hpc")  # Lightning's names for a checkpoint of this run
 
+
+def row(key: str, allowed: Callable[[Any], bool], what: str, good_value) -> tuple:
+    """A rule whose example for the fix is the key with a good value."""
+    return key, allowed, what, f"{key}={good_value}"
+
+
 # key, is it allowed, what is allowed (said to the user), an example for the fix.
 RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     # The cluster's first: trainer.devices etc. are read from them (configs/trainer/default.yaml).
@@ -133,6 +143,10 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     ("trainer.limit_val_batches", batch_limit, LIMIT, "trainer.limit_val_batches=0.1"),
     ("trainer.profiler", one_of(None, *PROFILERS), f"null or one of {', '.join(PROFILERS)}", "trainer.profiler=simple"),
     ("trainer.num_sanity_val_steps", sanity_steps, "an integer >= 0 (-1: all)", "trainer.num_sanity_val_steps=2"),
+    row("callbacks.progress_bar.every_n_steps", positive_int, "an integer >= 1", 20),
+    row("callbacks.timed_checkpoint.every_minutes", non_negative_number, "a number >= 0 (0: only at epoch ends)", 30),
+    row("callbacks.timed_checkpoint.check_every_n_steps", positive_int, "an integer >= 1", 64),
+    row("callbacks.save_on_stop.agree_every_seconds", positive_number, "a number > 0 (seconds)", 1),
 ]
 
 
