@@ -5,9 +5,6 @@ for the GPU)."""
 
 import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,8 +14,8 @@ import torch
 from {{ cookiecutter.package_name }}.callbacks import agreement
 from {{ cookiecutter.package_name }}.callbacks.agreement import AgreedFlag
 
-from tests.helpers import FAST, PROJECT, project_env, run_train
-from tests.test_run_directory import record_saves, step_of
+from tests.helpers import FAST, run_train
+from tests.test_run_directory import record_saves, start_until_first_checkpoint, step_of
 
 
 class Rank:
@@ -141,16 +138,8 @@ def test_a_signal_to_one_rank_stops_both_at_the_same_step(tmp_path):
     """SIGTERM reaches rank 1 only: the ranks agree on it, both stop after the same step
     (the other would wait for the first in the next all-reduce), rank 0 saves, exit 143."""
     run = tmp_path / "run"
-    command = [
-        sys.executable, str(PROJECT / "train.py"), *FAST, "strategy=ddp", "trainer.devices=2",
-        f"output_root={tmp_path}", "run_id=run", "trainer.max_epochs=40",
-        *record_saves(tmp_path / "saves.txt", seconds_per_step=0.2),
-    ]  # fmt: skip
-    pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    process = subprocess.Popen(command, cwd=PROJECT, env=project_env(), **pipes)
-    deadline = time.monotonic() + 240
-    while not (run / "checkpoints" / "last.ckpt").exists() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
+    slow = record_saves(tmp_path / "saves.txt", seconds_per_step=0.2)
+    process = start_until_first_checkpoint(run, "strategy=ddp", "trainer.devices=2", "trainer.max_epochs=40", *slow)
     rank_1 = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
     assert len(rank_1) == 1, f"Lightning should have started one more process, found {rank_1}"
     os.kill(int(rank_1[0]), signal.SIGTERM)

@@ -59,6 +59,17 @@ def record_saves(path: Path, seconds_per_step: float = 0.0) -> list[str]:
     ]
 
 
+def start_until_first_checkpoint(run: Path, *overrides: str) -> subprocess.Popen:
+    """train.py as run_id=<run.name> under run.parent, returned once it wrote last.ckpt."""
+    command = [sys.executable, str(PROJECT / "train.py"), *FAST, f"output_root={run.parent}", f"run_id={run.name}"]
+    pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen([*command, *overrides], cwd=PROJECT, env=project_env(), **pipes)
+    deadline = time.monotonic() + 240
+    while not (run / "checkpoints" / "last.ckpt").exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return process
+
+
 # ----------------------------------------------------------------------------- run ids
 
 
@@ -243,15 +254,7 @@ def test_a_stop_mid_training_saves_and_exits_non_zero_with_the_resume_command(tm
     one line naming the checkpoint and the resume command; resuming continues from there."""
     saves = tmp_path / "saves.txt"
     run = tmp_path / "run"
-    command = [
-        sys.executable, str(PROJECT / "train.py"), *FAST, f"output_root={tmp_path}", "run_id=run",
-        "trainer.max_epochs=20", *record_saves(saves, seconds_per_step=0.3),
-    ]  # fmt: skip
-    pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    process = subprocess.Popen(command, cwd=PROJECT, env=project_env(), **pipes)
-    deadline = time.monotonic() + 240
-    while not (run / "checkpoints" / "last.ckpt").exists() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
+    process = start_until_first_checkpoint(run, "trainer.max_epochs=20", *record_saves(saves, seconds_per_step=0.3))
     time.sleep(0.5)  # into the second epoch
     process.send_signal(signum)
     stdout, stderr = process.communicate(timeout=240)
