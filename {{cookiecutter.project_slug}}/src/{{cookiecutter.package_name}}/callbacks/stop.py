@@ -34,6 +34,15 @@ class SaveOnStop(pl.Callback):
         self.exit_code: int | None = None
 
     def on_train_start(self, trainer, pl_module):
+        alone = trainer.world_size == 1
+        if alone:  # nothing to agree on: no per-batch calls (Lightning skips a hook that is not callable)
+            self.on_train_batch_end = self.on_validation_batch_end = None
+        else:  # Lightning 2.6 agrees on SIGTERM itself, with a broadcast it reads at every step
+            # (agreement.py says what that costs on GPUs); this callback's agreement replaces it.
+            epoch_loop = trainer.fit_loop.epoch_loop
+            if hasattr(epoch_loop, "_broadcast_sigterm_tensor"):
+                epoch_loop._broadcast_sigterm_tensor = _agreed_at_batch_ends
+
         # Lightning's own SIGTERM handler runs a collective inside the handler, which can pair
         # with another rank's gradient all-reduce; this one only raises the flag that the ranks
         # agree on at a batch's end (and passes the signal on to processes it started).
@@ -43,19 +52,12 @@ class SaveOnStop(pl.Callback):
             self.reason = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
             if signum == signal.SIGTERM and trainer.strategy.launcher is not None:
                 trainer.strategy.launcher.kill(signum)  # Ctrl-C reaches them from the terminal
-            if alone:  # nothing to agree on: Lightning stops after this batch
+            if alone:  # Lightning stops after this batch
                 trainer._signal_connector.received_sigterm = True
-            print(f"\n{self.reason}: saving at the end of this step", file=sys.stderr, flush=True)
+            step = "this step" if alone else "the step all ranks agree on (within about a second)"
+            print(f"\n{self.reason}: saving at the end of {step}", file=sys.stderr, flush=True)
 
-        alone = trainer.world_size == 1
-        if alone:  # no per-batch calls then (Lightning skips a hook that is not callable: hook_costs.py)
-            self.on_train_batch_end = self.on_validation_batch_end = None
         self.previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
-        # Lightning 2.6 agrees on SIGTERM by itself, with a broadcast it reads at every step
-        # (agreement.py says what that costs on GPUs); this callback's agreement replaces it.
-        epoch_loop = trainer.fit_loop.epoch_loop
-        if hasattr(epoch_loop, "_broadcast_sigterm_tensor"):
-            epoch_loop._broadcast_sigterm_tensor = _agreed_at_batch_ends
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         self._stop_if_agreed(trainer)

@@ -1,9 +1,9 @@
 """Training throughput in samples per second, summed over all ranks and per rank (their mean).
 
 Counted on the host with no device synchronisation per step; the only collectives are a
-sum and a mean per epoch. The clock starts when the first batch of the epoch is done (it includes
-starting the data iterator) and stops at the last training batch, so validation is not
-counted. The figures go to the logger and the progress bar, and into the log at the end.
+sum and a mean per epoch. The clock starts when the first batch of the epoch is done (it
+includes starting the data iterator) and stops at the last training batch, so validation is
+not counted. The figures go to the logger and the progress bar, and into the log at the end.
 """
 
 import time
