@@ -1,9 +1,10 @@
-"""What the tests share: run train.py as a user would, make small MNIST files, and a
-callback that records what each rank wrote."""
+"""What the tests share: run train.py as a user would, make small MNIST files, and
+callbacks that record what each rank wrote and which checkpoints were saved."""
 
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -133,3 +134,41 @@ def assert_same_weights(weights: list[dict], world_size: int) -> None:
     for other in weights[1:]:
         for name, tensor in first.items():
             torch.testing.assert_close(other["state"][name], tensor, msg=f"{name} differs between ranks")
+
+
+def step_of(path: Path) -> int:
+    return torch.load(path, weights_only=False, map_location="cpu")["global_step"]
+
+
+class RecordSaves(pl.Callback):
+    """Test-only: the global step of every checkpoint saved, one line each."""
+
+    def __init__(self, path: str, seconds_per_step: float = 0.0):
+        self.path = Path(path)
+        self.seconds_per_step = seconds_per_step
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint):
+        with open(self.path, "a") as record:
+            record.write(f"{checkpoint['global_step']}\n")
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        time.sleep(self.seconds_per_step)
+
+
+def record_saves(path: Path, seconds_per_step: float = 0.0) -> list[str]:
+    return [
+        "+callbacks.saves._target_=tests.helpers.RecordSaves",
+        f"+callbacks.saves.path={path}",
+        f"+callbacks.saves.seconds_per_step={seconds_per_step}",
+    ]
+
+
+def start_until_first_checkpoint(run: Path, *overrides: str) -> subprocess.Popen:
+    """train.py as run_id=<run.name> under run.parent, returned once it wrote last.ckpt."""
+    command = [sys.executable, str(PROJECT / "train.py"), *FAST, f"output_root={run.parent}", f"run_id={run.name}"]
+    pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen([*command, *overrides], cwd=PROJECT, env=project_env(), **pipes)
+    deadline = time.monotonic() + 240
+    while not (run / "checkpoints" / "last.ckpt").exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return process

@@ -14,8 +14,7 @@ import torch
 from {{ cookiecutter.package_name }}.callbacks import agreement
 from {{ cookiecutter.package_name }}.callbacks.agreement import AgreedFlag
 
-from tests.helpers import FAST, run_train
-from tests.test_run_directory import record_saves, start_until_first_checkpoint, step_of
+from tests.helpers import FAST, record_saves, run_train, start_until_first_checkpoint, step_of
 
 
 class Rank:

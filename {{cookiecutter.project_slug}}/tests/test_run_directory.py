@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-import pytorch_lightning as pl
 import torch
 import yaml
 
@@ -18,7 +17,7 @@ from {{ cookiecutter.package_name }}.launch import environment
 from {{ cookiecutter.package_name }}.launch.errors import SetupError
 from {{ cookiecutter.package_name }}.launch.run_directory import checkpoint_to_resume
 
-from tests.helpers import FAST, PROJECT, project_env, run_train
+from tests.helpers import FAST, PROJECT, project_env, record_saves, run_train, start_until_first_checkpoint, step_of
 
 
 def train(*overrides: str, env=None) -> subprocess.CompletedProcess:
@@ -27,47 +26,9 @@ def train(*overrides: str, env=None) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=PROJECT, env=env or project_env(), capture_output=True, text=True, timeout=300)
 
 
-def step_of(path: Path) -> int:
-    return torch.load(path, weights_only=False, map_location="cpu")["global_step"]
-
-
 def snapshot(directory: Path) -> dict[str, int]:
     """Every file below a directory and its modification time, to prove nothing changed."""
     return {str(p.relative_to(directory)): p.stat().st_mtime_ns for p in directory.rglob("*") if p.is_file()}
-
-
-class RecordSaves(pl.Callback):
-    """Test-only: the global step of every checkpoint saved, one line each."""
-
-    def __init__(self, path: str, seconds_per_step: float = 0.0):
-        self.path = Path(path)
-        self.seconds_per_step = seconds_per_step
-
-    def on_save_checkpoint(self, trainer, pl_module, checkpoint):
-        with open(self.path, "a") as record:
-            record.write(f"{checkpoint['global_step']}\n")
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        time.sleep(self.seconds_per_step)
-
-
-def record_saves(path: Path, seconds_per_step: float = 0.0) -> list[str]:
-    return [
-        "+callbacks.saves._target_=tests.test_run_directory.RecordSaves",
-        f"+callbacks.saves.path={path}",
-        f"+callbacks.saves.seconds_per_step={seconds_per_step}",
-    ]
-
-
-def start_until_first_checkpoint(run: Path, *overrides: str) -> subprocess.Popen:
-    """train.py as run_id=<run.name> under run.parent, returned once it wrote last.ckpt."""
-    command = [sys.executable, str(PROJECT / "train.py"), *FAST, f"output_root={run.parent}", f"run_id={run.name}"]
-    pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    process = subprocess.Popen([*command, *overrides], cwd=PROJECT, env=project_env(), **pipes)
-    deadline = time.monotonic() + 240
-    while not (run / "checkpoints" / "last.ckpt").exists() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return process
 
 
 # ----------------------------------------------------------------------------- run ids
