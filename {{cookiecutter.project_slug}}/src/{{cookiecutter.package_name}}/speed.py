@@ -5,15 +5,14 @@ applied by run.py. Each changes GPU runs only; CPU runs keep plain fp32 eager Py
   TF32 tensor cores (A100, H100: several times faster, 10-bit mantissa inputs).
 - cudnn_benchmark: cuDNN times its convolution algorithms for each new shape once, then
   uses the fastest (Lightning's Trainer(benchmark=...) sets it).
-- compile: torch.compile the LightningModule's steps (Lightning's own compile support), with
-  a mode: default, reduce-overhead (CUDA graphs: far less host time per step), max-autotune.
+- compile: torch.compile the model's call (its forward), with a mode: default,
+  reduce-overhead (CUDA graphs: far less host time per step), max-autotune.
 """
 
 import pytorch_lightning as pl
 import torch
 from omegaconf import DictConfig
 from pytorch_lightning.accelerators import CUDAAccelerator
-from pytorch_lightning.utilities.compile import from_compiled
 
 from .launch.errors import SetupError
 
@@ -67,7 +66,11 @@ def trains_on_gpu(trainer: pl.Trainer) -> bool:
 
 
 def compiled(speed: DictConfig, model: pl.LightningModule) -> pl.LightningModule:
-    """The model with its steps compiled, as Lightning expects it (from_compiled), or as it was."""
-    if speed.compile is False:
-        return model
-    return from_compiled(torch.compile(model, mode=speed.compile))
+    """The model with its call compiled in place (`self(images)` in its steps runs compiled), as
+    a plain loop compiles its module. Not Lightning's own way (torch.compile of the whole
+    LightningModule), which compiles the steps too: under CUDA graphs the metric state that a
+    validation step updates then lives in graph memory that the next call overwrites (train.py
+    stopped with "accessing tensor output of CUDAGraphs that has been overwritten" on an H100)."""
+    if speed.compile is not False:
+        model.compile(mode=speed.compile)
+    return model
