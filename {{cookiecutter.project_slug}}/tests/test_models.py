@@ -34,6 +34,6 @@ def test_precision_and_accumulation_switches(tmp_path):
         f"output_root={tmp_path}",
         "run_id=switches",
     )
-    assert "bf16" in result.stdout + result.stderr
+    assert "Using bfloat16 Automatic Mixed Precision (AMP)" in result.stdout + result.stderr
     checkpoint = torch.load(tmp_path / "switches" / "checkpoints" / "last.ckpt", weights_only=False)
     assert checkpoint["global_step"] == 2  # 4 batches, one optimizer step per 2

@@ -18,6 +18,12 @@ def test_known_benign_warnings_are_filtered_and_others_still_show():
         "The 'train_dataloader' does not have many workers which may be a bottleneck. Consider increasing",
         "The AccumulateGrad node's stream does not match the stream of the node that produced",
         "`isinstance(treespec, LeafSpec)` is deprecated, use `isinstance(treespec, TreeSpec)`",
+        # seen on one H100: DeepSpeed's first barrier, FSDP and FSDP2 on one process, bf16-mixed
+        "barrier(): using the device under current context. You can specify `device_id` in `init_process_group`",
+        "FSDP is switching to use `NO_SHARD` instead of ShardingStrategy.FULL_SHARD since the world size is 1.",
+        "When using ``NO_SHARD`` for ``ShardingStrategy``, full_state_dict will be returned.",
+        "Detected an existing checkpoint in outputs/1/checkpoints/last.ckpt, overwriting since self.overwrite=True.",
+        "Precision bf16-mixed is not supported by the model summary.  Estimated model size in MB will not be",
         "The 'val_dataloader' has a problem worth knowing about",
     ]
     with warnings.catch_warnings(record=True) as caught:  # restores the filters afterwards

@@ -25,6 +25,16 @@ BENIGN_WARNINGS = (
     # script that starts train.py for several devices without srun is stopped by
     # launch/topology.py, with the fix.
     r"The `srun` command is available on your system but is not used",
+    # torch, when DeepSpeed's own process group (made without a device) meets its first
+    # barrier: it uses the current device, the one Lightning set for this rank.
+    r"barrier\(\): using the device under current context",
+    # torch's FSDP on one process: there is nothing to shard, so it keeps the whole model.
+    r"FSDP is switching to use `NO_SHARD` instead of ShardingStrategy.FULL_SHARD since the world size is 1",
+    r"When using ``NO_SHARD`` for ``ShardingStrategy``, full_state_dict will be returned",
+    # torch's distributed checkpoint, when FSDP2 writes last.ckpt again: replacing it is the point.
+    r"Detected an existing checkpoint in .*last\.ckpt, overwriting since self.overwrite=True",
+    # Lightning's model summary under bf16-mixed: only its size estimate in MB is approximate.
+    r"Precision bf16-mixed is not supported by the model summary",
 )
 
 # Lightning's advertisement for its cloud logger, printed by every run that uses another.
