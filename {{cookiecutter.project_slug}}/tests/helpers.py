@@ -29,6 +29,9 @@ FAST = [
     "~callbacks.progress_bar",
 ]
 
+# The project's DeepSpeed strategy on CPUs (tests/cpu_deepspeed.py), so that CI trains ZeRO without GPUs.
+CPU_DEEPSPEED = ["strategy.instance._target_=tests.cpu_deepspeed.CPUDeepSpeedStrategy", "strategy.requires.cuda=false"]
+
 
 def launcher_variable(name: str) -> bool:
     """A variable by which a launcher tells a process its rank, the job's size or its job step.

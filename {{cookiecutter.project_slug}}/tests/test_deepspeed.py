@@ -12,11 +12,10 @@ from {{ cookiecutter.package_name }}.convert_zero_checkpoint import convert
 from {{ cookiecutter.package_name }}.models.classifier import ImageClassifier
 from {{ cookiecutter.package_name }}.models.cnn import MnistCNN
 
-from tests.helpers import FAST, PROJECT, assert_same_weights, project_env, recorded, run_train
+from tests.helpers import CPU_DEEPSPEED, FAST, PROJECT, assert_same_weights, project_env, recorded, run_train
 from tests.sharded import parameters_only
 
 pytest.importorskip("deepspeed")
-from tests.cpu_deepspeed import CPU_DEEPSPEED  # noqa: E402  (imports deepspeed)
 
 
 def train_deepspeed(tmp_path, strategy: str, processes: int, *overrides: str):
@@ -92,7 +91,8 @@ def test_zero3_resumes_and_converts_to_a_plain_state_dict(strategy, tmp_path):
 @pytest.mark.slow
 def test_deepspeed_launcher_starts_the_processes(tmp_path):
     """The single-node form of docs/deepspeed.md: `deepspeed --num_gpus 2 --no_local_rank train.py ...`."""
-    launcher = (str(Path(sys.executable).with_name("deepspeed")), "--num_gpus", "2", "--no_local_rank")
+    # What the `deepspeed` command runs, wherever pip put the command itself.
+    launcher = (sys.executable, "-m", "deepspeed.launcher.runner", "--num_gpus", "2", "--no_local_rank")
     record = tmp_path / "record"
     run_train(
         *FAST,
@@ -104,7 +104,8 @@ def test_deepspeed_launcher_starts_the_processes(tmp_path):
         "+callbacks.record._target_=tests.sharded.RecordFullWeights",
         f"+callbacks.record.path={record}",
         launcher=launcher,
-        env=project_env(RUN_ID="deepspeed-launcher"),
+        # The launcher counts devices itself: the CPU's, also where a GPU is (see tests/cpu_deepspeed.py).
+        env=project_env(RUN_ID="deepspeed-launcher", DS_ACCELERATOR="cpu"),
     )
     weights, _writes = recorded(record)
     assert_same_weights(parameters_only(weights), world_size=2)

@@ -10,7 +10,7 @@ import torch
 from {{ cookiecutter.package_name }}.launch.errors import SetupError
 from {{ cookiecutter.package_name }}.strategies.fsdp2 import shard
 
-from tests.helpers import FAST, PROJECT, assert_same_weights, recorded, run_train
+from tests.helpers import CPU_DEEPSPEED, FAST, PROJECT, assert_same_weights, recorded, run_train
 from tests.plain_model import PlainModel
 from tests.sharded import parameters_only
 
@@ -51,8 +51,6 @@ def test_plain_model_trains_on_two_processes(strategy, tmp_path):
 )
 def test_plain_model_trains_under_deepspeed(strategy, tmp_path):
     pytest.importorskip("deepspeed")
-    from tests.cpu_deepspeed import CPU_DEEPSPEED
-
     train_plain(tmp_path, strategy, 1, *CPU_DEEPSPEED)
 
 

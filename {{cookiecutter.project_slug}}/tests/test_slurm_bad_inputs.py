@@ -2,10 +2,8 @@
 exit code 2 and one line that names the key and the value, before any script is written;
 profile values that reach a shell line run nothing."""
 
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -13,7 +11,7 @@ from {{ cookiecutter.package_name }}.slurm.__main__ import main as slurm_main
 from {{ cookiecutter.package_name }}.slurm.profiles import ProfileError, load
 from {{ cookiecutter.package_name }}.slurm.render import Job
 
-PROJECT = Path(__file__).resolve().parents[1]
+from tests.helpers import project_env
 
 # (arguments, words the one line must hold)
 BAD_INPUTS = [
@@ -73,7 +71,7 @@ def test_the_command_line_prints_one_line_without_a_traceback(tmp_path):
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(PROJECT / "src")},
+        env=project_env(),
     )
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and "cluster.slurm.mem_per_gpu=lots" in result.stderr

@@ -1,6 +1,7 @@
 """The sbatch renderer: scripts/ in sync, every profile's script passes shellcheck, the
 cluster facts land on the right #SBATCH lines, and the cluster is picked automatically."""
 
+import os
 import subprocess
 import sys
 
@@ -153,7 +154,7 @@ def test_python_dash_m_works():
         cwd=PROJECT,
         capture_output=True,
         text=True,
-        env={"PYTHONPATH": str(PROJECT / "src"), "PATH": ""},
+        env={"PYTHONPATH": os.pathsep.join([str(PROJECT / "src"), os.environ.get("PYTHONPATH", "")]), "PATH": ""},
     )
     assert result.returncode == 0, result.stderr
     assert "#SBATCH --gres=gpu:1" in result.stdout
