@@ -2,19 +2,15 @@
 
 Lightning refuses DeepSpeed on CPUs ("only supported on CUDA GPUs"); DeepSpeed itself runs
 there. Real runs use GPUs, so this lives in tests/ and users cannot pick it by accident.
-Tests select it with the overrides in tests/helpers.py's CPU_DEEPSPEED; only the train.py
-processes they start import this module.
+Tests select it with the overrides in tests/helpers.py's CPU_DEEPSPEED; run_train then also
+starts train.py with DS_ACCELERATOR=cpu (DeepSpeed picks its accelerator when first imported,
+the GPU wherever CUDA sees one, and train.py's checks may import it before this module).
 """
 
 import importlib
-import os
-
-# DeepSpeed picks its accelerator once per process, and the GPU wherever CUDA sees one: these
-# runs are meant for the CPU on a GPU machine too. Set before deepspeed is first imported
-# (just below); the ranks Lightning starts inherit it.
-os.environ["DS_ACCELERATOR"] = "cpu"
 
 import torch
+from deepspeed.accelerator import get_accelerator
 from lightning_fabric.utilities.seed import reset_seed
 from pytorch_lightning.strategies import DDPStrategy
 
@@ -23,6 +19,9 @@ from {{ cookiecutter.package_name }}.strategies.deepspeed import DeepSpeedStrate
 # DeepSpeed compiles a shared-memory collective for CPUs on first use (about a minute); gloo is enough
 # here. (Patched through importlib: `import deepspeed.comm.torch` would bind the torch package.)
 importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None
+
+if get_accelerator().device_name() != "cpu":
+    raise RuntimeError("DeepSpeed took the GPU for a CPU test run: start train.py with DS_ACCELERATOR=cpu")
 
 
 class CPUDeepSpeedStrategy(DeepSpeedStrategy):

@@ -104,8 +104,7 @@ def test_deepspeed_launcher_starts_the_processes(tmp_path):
         "+callbacks.record._target_=tests.sharded.RecordFullWeights",
         f"+callbacks.record.path={record}",
         launcher=launcher,
-        # The launcher counts devices itself: the CPU's, also where a GPU is (see tests/cpu_deepspeed.py).
-        env=project_env(RUN_ID="deepspeed-launcher", DS_ACCELERATOR="cpu"),
+        env=project_env(RUN_ID="deepspeed-launcher"),  # run_train adds DS_ACCELERATOR=cpu, for the launcher too
     )
     weights, _writes = recorded(record)
     assert_same_weights(parameters_only(weights), world_size=2)
