@@ -52,6 +52,16 @@ def test_benchmark_reads_mnist_sample_by_sample_with_workers(tmp_path):
     assert re.search(LOADER_LINE, stdout, re.M).group(1) == "1"
 
 
+def test_benchmark_warns_of_nothing_it_switched_off(tmp_path):
+    """Its Lightning way does not validate: the checkpoint that follows val/loss is left out, not
+    warned about at each epoch's end (16 batches an epoch here, 21 steps)."""
+    args = ["--steps=20", "--warmup=1", "--repeats=1", "--ways=lightning", *SHORT[3:], CPU]
+    command = [sys.executable, "-m", "{{ cookiecutter.package_name }}.benchmark", *args]
+    result = subprocess.run(command, cwd=tmp_path, env=project_env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "could not find the monitored key" not in result.stderr
+
+
 @pytest.mark.slow
 def test_benchmark_with_two_processes(tmp_path):
     args = ["--processes=2", *SHORT, CPU, f"--json={tmp_path / 'figures.json'}"]

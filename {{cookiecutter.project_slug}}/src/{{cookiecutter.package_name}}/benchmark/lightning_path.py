@@ -42,6 +42,10 @@ def train_lightning(cfg: DictConfig, warmup: int, steps: int, compile_mode: str 
     return timed_run(cfg, warmup, steps, compile_mode).result()
 
 
+def monitors_validation(callback) -> bool:
+    return isinstance(callback, DictConfig) and str(callback.get("monitor") or "").startswith("val/")
+
+
 def timed_run(
     cfg: DictConfig, warmup: int, steps: int, compile_mode: str | None = None, count_calls: bool = False
 ) -> StepWindow:
@@ -60,6 +64,9 @@ def timed_run(
         # The plain loop does not validate: neither does this (validation is not timed anyway).
         cfg.trainer.limit_val_batches = 0
         cfg.trainer.num_sanity_val_steps = 0
+        # So a checkpoint that follows a validation value would only warn at each epoch's end.
+        for name in [name for name, callback in cfg.callbacks.items() if monitors_validation(callback)]:
+            del cfg.callbacks[name]
         cfg.callbacks.benchmark_timer = {
             "_target_": f"{__name__}.TimeSteps",
             "warmup": warmup,
