@@ -19,11 +19,11 @@ NUMBER = r"\d+\.\d"
 LOADER_LINE = rf"^loader only: {NUMBER} samples/s = {NUMBER}x what training uses \((\d+) worker\(s\) per process\)$"
 
 
-def run_module(module: str, *args: str, cwd) -> str:
+def run_module(module: str, *args: str, cwd) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", f"{{ cookiecutter.package_name }}.{module}", *args]
     result = subprocess.run(command, cwd=cwd, env=project_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"{' '.join(command)} exited {result.returncode}\n{result.stdout}\n{result.stderr}"
-    return result.stdout
+    return result
 
 
 def check_report(stdout: str, figures: dict, processes: int, train_samples: int = 256) -> None:
@@ -39,7 +39,7 @@ def check_report(stdout: str, figures: dict, processes: int, train_samples: int 
 
 
 def test_benchmark_compares_plain_and_lightning(tmp_path):
-    stdout = run_module("benchmark", *SHORT, f"--json={tmp_path / 'figures.json'}", cwd=tmp_path)
+    stdout = run_module("benchmark", *SHORT, f"--json={tmp_path / 'figures.json'}", cwd=tmp_path).stdout
     check_report(stdout, json.loads((tmp_path / "figures.json").read_text()), processes=1)
 
 
@@ -47,7 +47,7 @@ def test_benchmark_reads_mnist_sample_by_sample_with_workers(tmp_path):
     root = write_small_mnist(tmp_path / "mnist", train=300)
     mnist = ["data=mnist", f"data.root={root}", "data.download=false", "data.val_size=44", "data.in_memory=false"]
     args = [*SHORT[:3], "logger=csv", *mnist, "data.batch_size=16", "data.num_workers=1"]
-    stdout = run_module("benchmark", *args, f"--json={tmp_path / 'figures.json'}", cwd=tmp_path)
+    stdout = run_module("benchmark", *args, f"--json={tmp_path / 'figures.json'}", cwd=tmp_path).stdout
     check_report(stdout, json.loads((tmp_path / "figures.json").read_text()), processes=1, train_samples=256)
     assert re.search(LOADER_LINE, stdout, re.M).group(1) == "1"
 
@@ -56,23 +56,20 @@ def test_benchmark_warns_of_nothing_it_switched_off(tmp_path):
     """Its Lightning way does not validate: the checkpoint that follows val/loss is left out, not
     warned about at each epoch's end (16 batches an epoch here, 21 steps)."""
     args = ["--steps=20", "--warmup=1", "--repeats=1", "--ways=lightning", *SHORT[3:], CPU]
-    command = [sys.executable, "-m", "{{ cookiecutter.package_name }}.benchmark", *args]
-    result = subprocess.run(command, cwd=tmp_path, env=project_env(), capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert "could not find the monitored key" not in result.stderr
+    assert "could not find the monitored key" not in run_module("benchmark", *args, cwd=tmp_path).stderr
 
 
 @pytest.mark.slow
 def test_benchmark_with_two_processes(tmp_path):
     args = ["--processes=2", *SHORT, CPU, f"--json={tmp_path / 'figures.json'}"]
-    stdout = run_module("benchmark", *args, cwd=tmp_path)
+    stdout = run_module("benchmark", *args, cwd=tmp_path).stdout
     check_report(stdout, json.loads((tmp_path / "figures.json").read_text()), processes=2)
 
 
 @pytest.mark.slow
 def test_scaling_prints_the_table(tmp_path):
     args = ["--processes=1,2", "--repeats=1", *SHORT[:2], *SHORT[3:], CPU]
-    stdout = run_module("benchmark.scaling", *args, cwd=tmp_path)
+    stdout = run_module("benchmark.scaling", *args, cwd=tmp_path).stdout
     assert "| processes | samples/s | time per epoch (s) | speed-up | efficiency |" in stdout
     assert re.search(r"^\| 1 \| \d+ \| [\d.]+ \| 1\.00 \| 100% \|$", stdout, re.M), stdout
     assert re.search(r"^\| 2 \| \d+ \| [\d.]+ \| [\d.]+ \| \d+% \|$", stdout, re.M), stdout
@@ -80,7 +77,7 @@ def test_scaling_prints_the_table(tmp_path):
 
 def test_overhead_command_prints_microseconds_per_step(tmp_path):
     args = ["--steps=3", "--warmup=1", "--repeats=1", "--batch-size=16", "logger=csv", CPU]
-    stdout = run_module("benchmark.overhead", *args, f"--json={tmp_path / 'overhead.json'}", cwd=tmp_path)
+    stdout = run_module("benchmark.overhead", *args, f"--json={tmp_path / 'overhead.json'}", cwd=tmp_path).stdout
     ways = ("plain", "bare", "project", "data", "added bare-plain", "added project-bare", "added project-bare-data")
     for way in ways:
         assert re.search(rf"^{way} +-?{NUMBER} +-?{NUMBER}$", stdout, re.M), stdout
@@ -91,7 +88,7 @@ def test_overhead_command_prints_microseconds_per_step(tmp_path):
 
 def test_overhead_counts_python_calls_per_step(tmp_path):
     args = ["--steps=3", "--warmup=1", "--repeats=1", "--batch-size=16", "--count-calls", "logger=csv", CPU]
-    stdout = run_module("benchmark.overhead", *args, f"--json={tmp_path / 'calls.json'}", cwd=tmp_path)
+    stdout = run_module("benchmark.overhead", *args, f"--json={tmp_path / 'calls.json'}", cwd=tmp_path).stdout
     calls = json.loads((tmp_path / "calls.json").read_text())["python_calls_per_step"]
     assert 0 < calls["plain"] < min(calls["bare"], calls["project"]), calls  # Lightning's loop is Python
     assert re.search(rf"^added project-bare-data +-?{NUMBER}$", stdout, re.M), stdout
