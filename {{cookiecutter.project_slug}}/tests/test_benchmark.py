@@ -102,7 +102,37 @@ def test_benchmark_refuses_more_processes_than_gpus(monkeypatch, capsys):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.delenv("LOCAL_RANK", raising=False)
-    assert main(["--processes=2"]) == 2  # before torchrun starts any process
+    with pytest.raises(SystemExit) as stopped:
+        main(["--processes=2"])  # before torchrun starts any process
+    assert stopped.value.code == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("ERROR: --processes 2: each process needs its own GPU and 1 are visible here.")
     assert "Fix: --processes 1 or fewer, or trainer.accelerator=cpu" in line
+
+
+# module, its arguments, a part of the one line it must print (exit 2, before any way trains)
+BAD_OVERRIDES = [
+    ("benchmark", ["data.batch_size=abc"], "ERROR: data.batch_size=abc: an integer >= 1"),
+    ("benchmark", ["--processes=2", "model=resnet"], "ERROR: model=resnet: no such choice of model"),
+    ("benchmark", ["trainer.sync_batchnorm=true", CPU], "ERROR: trainer.sync_batchnorm=true works only on GPUs"),
+    ("benchmark.overhead", ["logger=null"], "ERROR: logger=null: logger is a config group"),
+    ("benchmark.overhead", ["foo=1"], "ERROR: foo=1: no such key in the config"),
+    ("benchmark.scaling", ["--processes=1,2", "trainer.precision=17"], "ERROR: trainer.precision=17: one of"),
+]
+
+
+@pytest.mark.parametrize(("module", "args", "message"), BAD_OVERRIDES, ids=[" ".join(row[1]) for row in BAD_OVERRIDES])
+def test_benchmarks_stop_a_wrong_override_with_one_line(module, args, message, monkeypatch, capsys, tmp_path):
+    """The benchmarks take train.py's overrides and check them as train.py does: one line, exit 2."""
+    import importlib
+
+    monkeypatch.chdir(tmp_path)  # output_root=outputs is checked where it would be made
+    for name in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "HYDRA_FULL_ERROR"):
+        monkeypatch.delenv(name, raising=False)
+    main = importlib.import_module(f"{{ cookiecutter.package_name }}.{module}" + ("" if "." in module else ".__main__")).main
+    with pytest.raises(SystemExit) as stopped:
+        main(["--steps=1", "--warmup=1", "--repeats=1", *args])
+    assert stopped.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(message) and "Fix: " in line, line
+    assert not list(tmp_path.iterdir()), "a refused benchmark made files"

@@ -77,6 +77,8 @@ BAD_VALUES = [
     (["hydra/launcher=foo"], "hydra/launcher=foo: no such choice of hydra/launcher; allowed: basic"),
     (["experiment=nope"], "experiment=nope: no such choice of experiment; allowed: mnist_autoencoder, smoke"),
     (["model=resnet"], "model=resnet: no such choice of model; allowed: autoencoder, cnn"),
+    (["logger=null"], "logger=null: logger is a config group and takes one of its choices: csv, tensorboard, wandb"),
+    (["strategy=null"], "strategy=null: strategy is a config group and takes one of its choices: auto, ddp"),
     (["trainer.max_epohcs=3"], "trainer.max_epohcs=3: no such key in the config. Fix: did you mean trainer.max_epochs"),
     (["foo=1"], "foo=1: no such key in the config. Fix:"),
     (["~nokey"], "~nokey: no such key in the config"),

@@ -20,9 +20,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..launch.command_line import checked_config, stop
+from ..launch.errors import SetupError
 from .report import Figures, print_report
-
-PROJECT = Path(__file__).resolve().parents[3]
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -41,7 +41,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="torch.compile both ways in this mode (reduce-overhead: CUDA graphs)",
     )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
-    parser.add_argument("--config-dir", type=Path, default=PROJECT / "configs")
     parser.add_argument("--verbose", action="store_true", help="keep Lightning's messages")
     parser.add_argument(
         "overrides",
@@ -64,8 +63,8 @@ def relaunch_with_torchrun(processes: int, argv: list[str]) -> int:
 
 
 def compose_config(args: argparse.Namespace, world_size: int, local_world_size: int, output_dir: str):
-    from hydra import compose, initialize_config_dir
-
+    """train.py's config with the benchmark's defaults and the user's overrides, checked as
+    train.py checks them (SetupError: one line)."""
     from ..launch.environment import register_resolvers
 
     register_resolvers()
@@ -77,19 +76,18 @@ def compose_config(args: argparse.Namespace, world_size: int, local_world_size: 
         defaults += [f"trainer.devices={local_world_size}", f"trainer.num_nodes={world_size // local_world_size}"]
         if "strategy" not in chosen:
             defaults.append("strategy=ddp")
-    with initialize_config_dir(config_dir=str(args.config_dir.resolve()), version_base="1.3"):
-        return compose("train", overrides=[*defaults, *args.overrides, f"output_dir={output_dir}"])
+    return checked_config([*defaults, *args.overrides, f"output_dir={output_dir}"])
 
 
-def too_many_processes(args: argparse.Namespace) -> str | None:
-    """Why --processes cannot run here (one GPU per process), or None."""
+def check_processes(args: argparse.Namespace) -> None:
+    """Before torchrun starts --processes: the overrides are right, and each process gets a GPU."""
     import torch
 
     cfg = compose_config(args, args.processes, args.processes, tempfile.gettempdir())
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if cfg.trainer.accelerator not in ("auto", "gpu", "cuda") or gpus == 0 or args.processes <= gpus:
-        return None
-    return (
+        return
+    raise SetupError(
         f"--processes {args.processes}: each process needs its own GPU and {gpus} are visible here. "
         f"Fix: --processes {gpus} or fewer, or trainer.accelerator=cpu to run them on the CPU."
     )
@@ -98,17 +96,22 @@ def too_many_processes(args: argparse.Namespace) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    if args.processes > 1 and "LOCAL_RANK" not in os.environ:
-        problem = too_many_processes(args)
-        if problem:
-            print(f"ERROR: {problem}", file=sys.stderr)
-            return 2
-        return relaunch_with_torchrun(args.processes, argv)
+    try:
+        if args.processes > 1 and "LOCAL_RANK" not in os.environ:
+            check_processes(args)
+            return relaunch_with_torchrun(args.processes, argv)
+        return benchmark(args)
+    except SetupError as error:  # a wrong override, or what the machine cannot run: one line, exit 2
+        stop(str(error))
 
+
+def benchmark(args: argparse.Namespace) -> int:
     import torch
     import torch.distributed as dist
     from hydra.utils import instantiate
+    from omegaconf import open_dict
 
+    from ..launch.checks import check_environment
     from ..launch.warnings import quiet_benign_messages
     from .lightning_path import train_lightning
     from .measure import StepWindow
@@ -121,8 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     world_size = int(os.environ.get("WORLD_SIZE", 1))
     local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    cfg = compose_config(args, world_size, local_world_size, tempfile.gettempdir())
+    check_environment(cfg)  # what train.py refuses (a GPU-only strategy on a CPU, ...), before either way runs
     output_dir = tempfile.mkdtemp(prefix="benchmark-")
-    cfg = compose_config(args, world_size, local_world_size, output_dir)
+    with open_dict(cfg):
+        cfg.output_dir = output_dir
 
     use_gpu = torch.cuda.is_available() and cfg.trainer.accelerator in ("auto", "gpu", "cuda")
     device = torch.device("cuda", local_rank) if use_gpu else torch.device("cpu")

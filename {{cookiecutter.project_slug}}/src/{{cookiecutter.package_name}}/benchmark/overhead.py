@@ -37,11 +37,12 @@ from omegaconf import open_dict
 from torch import nn
 from torch.nn import functional as F
 
+from ..launch.command_line import stop
+from ..launch.errors import SetupError
 from .lightning_path import TimeSteps, timed_run
 from .measure import StepWindow
 from .plain import train_loader
 
-PROJECT = Path(__file__).resolve().parents[3]
 WAYS = ("plain", "bare", "project", "data")
 ADDED = ("bare-plain", "project-bare", "project-bare-data")  # "project-bare-data": project - bare - data
 
@@ -119,16 +120,18 @@ def run_data(cfg, window: StepWindow, device: torch.device) -> StepWindow:
     return window
 
 
-def project_config(args: argparse.Namespace, output_dir: str):
-    from hydra import compose, initialize_config_dir
-
+def project_config(args: argparse.Namespace):
+    """train.py's config with the overrides, checked as train.py checks it (SetupError: one line),
+    and the network swapped for TinyNet."""
+    from ..launch.checks import check_environment
+    from ..launch.command_line import checked_config
     from ..launch.environment import register_resolvers
 
     register_resolvers()
     samples = (args.warmup + args.steps + 1) * args.batch_size
     defaults = ["data=synthetic", f"data.num_samples={samples}", f"data.batch_size={args.batch_size}", "model=cnn"]
-    with initialize_config_dir(config_dir=str(args.config_dir.resolve()), version_base="1.3"):
-        cfg = compose("train", overrides=[*defaults, *args.overrides, f"output_dir={output_dir}"])
+    cfg = checked_config([*defaults, *args.overrides, f"output_dir={tempfile.gettempdir()}"])
+    check_environment(cfg)
     with open_dict(cfg):
         cfg.model.net = {"_target_": f"{__package__}.overhead.TinyNet"}
     return cfg
@@ -154,7 +157,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="count the Python function calls per step instead of timing: exact, whatever the machine's load",
     )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
-    parser.add_argument("--config-dir", type=Path, default=PROJECT / "configs")
     parser.add_argument("--verbose", action="store_true", help="keep Lightning's messages and warnings")
     parser.add_argument("overrides", nargs="*", help="config overrides of the project way, e.g. strategy=ddp")
     args = parser.parse_args(argv)
@@ -169,8 +171,21 @@ def main(argv: list[str] | None = None) -> int:
         warnings.simplefilter("ignore")  # Lightning's advice about the bare way's settings
         for name in ("pytorch_lightning", "lightning_fabric", "lightning.pytorch"):
             logging.getLogger(name).setLevel(logging.WARNING)
-    root = tempfile.mkdtemp(prefix="overhead-")
-    cfg = project_config(args, root)
+    try:
+        cfg = project_config(args)
+        with tempfile.TemporaryDirectory(prefix="overhead-") as root:  # its runs' checkpoints and logs
+            with open_dict(cfg):
+                cfg.output_dir = root
+            figures = measure(args, cfg, root)
+    except SetupError as error:  # a wrong override, or what the machine cannot run: one line, exit 2
+        stop(str(error))
+    print_figures(figures)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+    return 0
+
+
+def measure(args: argparse.Namespace, cfg, root: str) -> dict:
     use_gpu = torch.cuda.is_available() and cfg.trainer.accelerator in ("auto", "gpu", "cuda")
     device = torch.device("cuda", 0) if use_gpu else torch.device("cpu")
     batches = make_batches(args.warmup + args.steps, args.batch_size, device)
@@ -200,10 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         "overrides": args.overrides,
         "versions": f"torch {torch.__version__}, lightning {pl.__version__}",
     }
-    print_figures(figures)
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=2))
-    return 0
+    return figures
 
 
 def summarise(measured: dict[str, list[tuple[float, float]]]) -> dict:

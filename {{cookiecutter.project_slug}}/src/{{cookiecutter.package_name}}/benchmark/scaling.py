@@ -12,22 +12,35 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..launch.command_line import stop
+from ..launch.errors import SetupError
+from .__main__ import compose_config
+
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=f"python -m {__name__}", description=__doc__.split("\n\n")[1])
+    parser = argparse.ArgumentParser(prog=f"python -m {__package__}.scaling", description=__doc__.split("\n\n")[1])
     parser.add_argument("--processes", default="1,2", help="process counts to run, e.g. 1,2,4,8 (default 1,2)")
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--way", choices=["lightning", "plain"], default="lightning")
     parser.add_argument("overrides", nargs="*", help="config overrides, as for the benchmark and train.py")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    counts = args.processes.split(",")
+    if not all(count.isdigit() and int(count) >= 1 for count in counts):
+        parser.error(f"--processes {args.processes}: whole numbers >= 1, separated by commas, e.g. --processes 1,2,4")
+    args.processes = [int(count) for count in counts]
+    if args.warmup < 1 or args.steps < 1 or args.repeats < 1:
+        parser.error("--warmup, --steps and --repeats must be at least 1")
+    return args
 
 
-def measure(processes: int, args: argparse.Namespace, json_path: Path) -> dict:
+def measure(processes: int, args: argparse.Namespace, json_path: Path) -> dict | None:
+    """The benchmark's figures with this many processes; None if it failed (it said why)."""
     command = [sys.executable, "-m", __package__, f"--processes={processes}", f"--ways={args.way}"]
     command += [f"--steps={args.steps}", f"--warmup={args.warmup}", f"--repeats={args.repeats}"]
-    subprocess.run([*command, f"--json={json_path}", *args.overrides], check=True)
+    if subprocess.run([*command, f"--json={json_path}", *args.overrides]).returncode != 0:
+        return None
     return json.loads(json_path.read_text())
 
 
@@ -47,10 +60,16 @@ def table(rows: list[tuple[int, float, int]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:  # the overrides once, before any run: one line, exit 2
+        compose_config(args, 1, 1, tempfile.gettempdir())
+    except SetupError as error:
+        stop(str(error))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for processes in (int(n) for n in args.processes.split(",")):
+        for processes in args.processes:
             figures = measure(processes, args, Path(tmp) / f"{processes}.json")
+            if figures is None:
+                stop(f"the benchmark with --processes {processes} failed (its own message is above); no table")
             rows.append((processes, figures["ways"][args.way]["median"], figures["settings"]["train_samples"]))
     print(f"\nscaling of the {args.way} path, {' '.join(args.overrides) or 'default config'}:")
     print(table(rows))

@@ -66,12 +66,29 @@ def check_command_line(argv: list[str]) -> None:
     if any(getattr(args, name, None) for name in _HYDRA_ONLY) or args.config_name or args.config_path:
         return
     try:
-        for overrides in _jobs(args.overrides, args.multirun):
-            cfg = _compose(overrides)
-            _check_choices(cfg)
-            check_values(cfg)
+        check_overrides(args.overrides, args.multirun)
     except SetupError as error:
         stop(str(error))
+
+
+def check_overrides(overrides: list[str], multirun: bool = False) -> None:
+    """Raise SetupError (one line) if a job these overrides make has a wrong choice, key or value."""
+    for job in _jobs(overrides, multirun):
+        checked_config(job)
+
+
+def checked_config(overrides: list[str]):
+    """train.py's config with these overrides, checked as train.py checks it (SetupError: one
+    line), without Hydra's own settings: for the benchmarks, which take train.py's overrides."""
+    from omegaconf import open_dict
+
+    _jobs(overrides, multirun=False)  # each override parses
+    cfg = _compose(overrides)
+    _check_choices(cfg)
+    check_values(cfg)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg
 
 
 def _jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
@@ -90,6 +107,7 @@ def _jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
                 f"{override}: not a valid override ({reason}). Fix: key=value, e.g. data.batch_size=64; "
                 "quote a value with spaces or special characters: 'key=\"a b\"'"
             ) from error
+        _check_group_value(parsed[-1], override)
     if not multirun:
         return [overrides]
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -98,6 +116,17 @@ def _jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
         return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
     except HydraException:  # a sweep that another sweeper plugin understands: it checks it
         return []
+
+
+def _check_group_value(parsed, given: str) -> None:
+    """`logger=null`: a config group takes the name of one of its choices; leaving it out is `~logger`."""
+    group = parsed.key_or_group
+    if parsed.is_delete() or parsed.value() is not None or group.startswith("hydra/") or not choices(group):
+        return
+    raise SetupError(
+        f"{given}: {group} is a config group and takes one of its choices: {', '.join(choices(group))}. "
+        f"Fix: e.g. {group}={choices(group)[0]}, or ~{group} to leave it out"
+    )
 
 
 def _compose(overrides: list[str]):
