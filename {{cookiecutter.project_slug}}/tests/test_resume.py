@@ -28,3 +28,15 @@ def test_last_checkpoint_follows_every_epoch_even_without_improvement(tmp_path):
     last = torch.load(tmp_path / "flat" / "checkpoints" / "last.ckpt", weights_only=False)
     assert (last["epoch"], last["global_step"]) == (2, 12)
     assert len(list((tmp_path / "flat" / "checkpoints").glob("epoch=0-*.ckpt"))) == 1  # the best stays
+
+
+def test_last_checkpoint_every_n_epochs_still_saves_the_end(tmp_path):
+    """Every 2nd epoch over 3: Lightning's ModelCheckpoint alone would leave last.ckpt at the
+    end of epoch 2, and the third epoch's work would be lost."""
+    common = [*FAST, "callbacks.last_checkpoint.every_n_epochs=2", f"output_root={tmp_path}", "run_id=sparse"]
+    run_train(*common, "trainer.max_epochs=3")
+    checkpoint = tmp_path / "sparse" / "checkpoints" / "last.ckpt"
+    assert torch.load(checkpoint, weights_only=False)["global_step"] == 12  # 3 epochs of 4 steps
+
+    run_train(*common, "trainer.max_epochs=4", "ckpt_path=last")
+    assert torch.load(checkpoint, weights_only=False)["global_step"] == 16  # one more epoch, not two

@@ -59,6 +59,7 @@ BAD_VALUES = [
     (["trainer.precision=fp8"], "trainer.precision=fp8: one of 32-true"),
     (["trainer.precision=8"], "trainer.precision=8: one of 32-true"),
     (["callbacks.progress_bar.every_n_steps=0"], "callbacks.progress_bar.every_n_steps=0: an integer >= 1"),
+    (["callbacks.last_checkpoint.every_n_epochs=0"], "callbacks.last_checkpoint.every_n_epochs=0: an integer >= 1"),
     (["callbacks.timed_checkpoint.every_minutes=abc"], "callbacks.timed_checkpoint.every_minutes=abc: a number >= 0"),
     (["callbacks.timed_checkpoint.check_every_n_steps=0"], "check_every_n_steps=0: an integer >= 1"),
     (["callbacks.save_on_stop.agree_every_seconds=0"], "callbacks.save_on_stop.agree_every_seconds=0: a number > 0"),

@@ -1,9 +1,10 @@
-"""Checkpoints that only move forward, and a last.ckpt every N minutes.
+"""Checkpoints that only move forward, last.ckpt at epoch ends and at the end, and every N minutes.
 
 - Writes are atomic: `<name>.partial` beside the target, fsync, rename. A kill during the
   write leaves the previous checkpoint whole (the next start removes the `.partial`).
 - A save never replaces a checkpoint of a higher global step (a run that restarted from
   an older state must not overwrite newer work).
+- LastCheckpoint writes last.ckpt every N epochs and always when training ends.
 - TimedCheckpoint bounds what a node failure loses: only rank 0 reads the clock, and the
   ranks agree on its answer only every `check_every_n_steps` steps (no collective per step).
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
+from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.utilities import rank_zero_warn
 
 PARTIAL = ".partial"
@@ -89,6 +91,26 @@ class ForwardOnlyCheckpointIO(TorchCheckpointIO):
         finally:
             os.close(directory)
         self.steps[str(path)] = step
+
+
+class LastCheckpoint(ModelCheckpoint):
+    """`<dirpath>/last.ckpt` after every `every_n_epochs`-th epoch, and always when training ends.
+
+    Lightning's ModelCheckpoint(every_n_epochs=5) alone would not save the end of a 7-epoch
+    run (nor of one stopped by max_steps between two saves): that work would be lost. Where
+    epochs take seconds, saving every epoch costs more than it protects (a few % of the
+    throughput on a GPU), so every_n_epochs can be raised safely. Not save_last=True on the
+    best checkpoint: Lightning 2.6 rewrites that file only when the best changes."""
+
+    def __init__(self, dirpath: str, every_n_epochs: int = 1):
+        super().__init__(
+            dirpath=dirpath, filename="last", every_n_epochs=every_n_epochs, save_top_k=1, enable_version_counter=False
+        )
+
+    def on_train_end(self, trainer, pl_module):
+        # Only at a normal end: a stop by signal or error ends in on_exception (SaveOnStop saves).
+        if trainer.global_step != self._last_global_step_saved and not trainer.fast_dev_run:
+            self._save_checkpoint(trainer, self.format_checkpoint_name({}))
 
 
 class TimedCheckpoint(pl.Callback):

@@ -144,6 +144,7 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     ("trainer.profiler", one_of(None, *PROFILERS), f"null or one of {', '.join(PROFILERS)}", "trainer.profiler=simple"),
     ("trainer.num_sanity_val_steps", sanity_steps, "an integer >= 0 (-1: all)", "trainer.num_sanity_val_steps=2"),
     row("callbacks.progress_bar.every_n_steps", positive_int, "an integer >= 1", 20),
+    row("callbacks.last_checkpoint.every_n_epochs", positive_int, "an integer >= 1 (1: every epoch)", 10),
     row("callbacks.timed_checkpoint.every_minutes", non_negative_number, "a number >= 0 (0: only at epoch ends)", 30),
     row("callbacks.timed_checkpoint.check_every_n_steps", positive_int, "an integer >= 1", 64),
     row("callbacks.save_on_stop.agree_every_seconds", positive_number, "a number > 0 (seconds)", 1),
