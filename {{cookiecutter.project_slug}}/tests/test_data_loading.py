@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from {{ cookiecutter.package_name }}.data import workers
-from {{ cookiecutter.package_name }}.data.in_memory import InMemoryImages
+from {{ cookiecutter.package_name }}.data.in_memory import InMemoryImages, normalize
 from {{ cookiecutter.package_name }}.data.loaders import make_loader
 from {{ cookiecutter.package_name }}.data.synthetic import SyntheticDataModule
 
@@ -37,6 +37,14 @@ def test_workers_give_the_same_batches():
     assert loader.persistent_workers
     for (images, labels), (expected_images, expected_labels) in zip(loader, without, strict=True):
         assert torch.equal(images, expected_images) and torch.equal(labels, expected_labels)
+
+
+def test_normalize_gives_float32_scaled_and_shifted():
+    images = torch.tensor([0, 51, 255], dtype=torch.uint8)
+    for given in (images, images.double()):  # uint8 in one pass; anything else as float32
+        normalized = normalize(given, mean=0.5, std=0.25)
+        assert normalized.dtype == torch.float32
+        assert torch.allclose(normalized, (images.float() / 255 - 0.5) / 0.25)
 
 
 def test_data_stays_on_the_cpu_without_a_gpu():
