@@ -94,6 +94,15 @@ def test_overhead_counts_python_calls_per_step(tmp_path):
     assert re.search(rf"^added project-bare-data +-?{NUMBER}$", stdout, re.M), stdout
 
 
+def test_overhead_counts_torch_operators_per_step(tmp_path):
+    args = ["--steps=3", "--warmup=1", "--repeats=1", "--batch-size=16", "--count-ops", "logger=csv", CPU]
+    stdout = run_module("benchmark.overhead", *args, f"--json={tmp_path / 'ops.json'}", cwd=tmp_path).stdout
+    ops = json.loads((tmp_path / "ops.json").read_text())["torch_ops_per_step"]
+    # A step of one Linear layer: forward, loss, backward, AdamW; the data: index, normalise.
+    assert 20 < ops["plain"] <= ops["bare"] < 100 and 0 < ops["data"] < 20, ops
+    assert re.search(r"^way +torch ops/step$", stdout, re.M), stdout
+
+
 def test_benchmark_refuses_more_processes_than_gpus(monkeypatch, capsys):
     import torch
 
@@ -112,9 +121,9 @@ def test_benchmark_refuses_more_processes_than_gpus(monkeypatch, capsys):
 
 # module, its arguments, a part of the one line it must print (exit 2, before any way trains)
 BAD_OVERRIDES = [
-    ("benchmark", ["data.batch_size=abc"], "ERROR: data.batch_size=abc: an integer >= 1"),
-    ("benchmark", ["--processes=2", "model=resnet"], "ERROR: model=resnet: no such choice of model"),
-    ("benchmark", ["trainer.sync_batchnorm=true", CPU], "ERROR: trainer.sync_batchnorm=true works only on GPUs"),
+    ("benchmark.__main__", ["data.batch_size=abc"], "ERROR: data.batch_size=abc: an integer >= 1"),
+    ("benchmark.__main__", ["--processes=2", "model=resnet"], "ERROR: model=resnet: no such choice of model"),
+    ("benchmark.__main__", ["trainer.sync_batchnorm=true", CPU], "ERROR: trainer.sync_batchnorm=true works only on"),
     ("benchmark.overhead", ["logger=null"], "ERROR: logger=null: logger is a config group"),
     ("benchmark.overhead", ["foo=1"], "ERROR: foo=1: no such key in the config"),
     ("benchmark.scaling", ["--processes=1,2", "trainer.precision=17"], "ERROR: trainer.precision=17: one of"),
@@ -129,7 +138,7 @@ def test_benchmarks_stop_a_wrong_override_with_one_line(module, args, message, m
     monkeypatch.chdir(tmp_path)  # output_root=outputs is checked where it would be made
     for name in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "HYDRA_FULL_ERROR"):
         monkeypatch.delenv(name, raising=False)
-    main = importlib.import_module(f"{{ cookiecutter.package_name }}.{module}" + ("" if "." in module else ".__main__")).main
+    main = importlib.import_module(f"{{ cookiecutter.package_name }}.{module}").main
     with pytest.raises(SystemExit) as stopped:
         main(["--steps=1", "--warmup=1", "--repeats=1", *args])
     assert stopped.value.code == 2

@@ -11,13 +11,13 @@ from .measure import Measurement, StepWindow
 
 
 class TimeSteps(pl.Callback):
-    def __init__(self, warmup: int, steps: int, batch_size: int, count_calls: bool = False):
+    def __init__(self, warmup: int, steps: int, batch_size: int, count: str | None = None):
         self.settings = (warmup, steps, batch_size)
-        self.count_calls = count_calls
+        self.count = count
         self.window: StepWindow | None = None
 
     def on_train_start(self, trainer, pl_module):
-        self.window = StepWindow(*self.settings, device=pl_module.device, count_calls=self.count_calls)
+        self.window = StepWindow(*self.settings, device=pl_module.device, count=self.count)
         self.window.begin()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
@@ -47,7 +47,7 @@ def monitors_validation(callback) -> bool:
 
 
 def timed_run(
-    cfg: DictConfig, warmup: int, steps: int, compile_mode: str | None = None, count_calls: bool = False
+    cfg: DictConfig, warmup: int, steps: int, compile_mode: str | None = None, count: str | None = None
 ) -> StepWindow:
     """Train `warmup + steps` steps through `run.run`; the window that timed them."""
     cfg = cfg.copy()
@@ -72,7 +72,7 @@ def timed_run(
             "warmup": warmup,
             "steps": steps,
             "batch_size": cfg.data.batch_size,
-            "count_calls": count_calls,
+            "count": count,
         }
     trainer = run(cfg)
     (timer,) = [callback for callback in trainer.callbacks if isinstance(callback, TimeSteps)]

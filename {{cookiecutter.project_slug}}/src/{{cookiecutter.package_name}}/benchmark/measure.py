@@ -6,9 +6,10 @@ On a GPU the device is synchronised at those two points only.
 
 Besides the wall clock, the CPU time of the process (all its threads) is measured over the
 same window: on a machine shared with other jobs, wall time depends on their load, while
-the CPU time that one way spends per sample hardly does. With `count_calls`, the window
-counts the Python function calls of the training thread instead: exact, whatever the load
-(the timings of such a window are slowed by the counting).
+the CPU time that one way spends per sample hardly does. Counts instead, exact whatever the
+load (the timings of such a window are slowed by the counting): count="calls", the Python
+function calls of the training thread; count="ops", the torch operators dispatched (on a
+GPU nearly each is a kernel launch, a few µs of host time).
 """
 
 import sys
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 _STATUS = Path("/proc/self/status")
@@ -57,19 +59,47 @@ class Measurement:
     peak_memory_mib: float
 
 
-class StepWindow:
-    """Call `step_done()` after every optimizer step; times steps warmup+1 .. warmup+steps."""
+class CountOps(TorchDispatchMode):
+    """Counts every torch operator dispatched while it is entered (autograd's too)."""
 
-    def __init__(self, warmup: int, steps: int, batch_size: int, device: torch.device, count_calls: bool = False):
+    def __init__(self):
+        super().__init__()
+        self.ops = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops += 1
+        return func(*args, **(kwargs or {}))
+
+
+class StepWindow:
+    """Call `step_done()` after every optimizer step; times steps warmup+1 .. warmup+steps.
+    count: None (time only), "calls" or "ops" (also counted into `self.counted`)."""
+
+    def __init__(self, warmup: int, steps: int, batch_size: int, device: torch.device, count: str | None = None):
         self.warmup, self.steps, self.batch_size, self.device = warmup, steps, batch_size, device
         self.done = 0
         self.start = self.stop = None
-        self.count_calls = count_calls
-        self.calls = 0  # Python function calls in the window, with count_calls
+        self.count = count
+        self.counted = 0  # Python function calls or torch operators in the window
+        self._ops: CountOps | None = None
 
-    def _count(self, frame, event, arg) -> None:
+    def _count_call(self, frame, event, arg) -> None:
         if event == "call":
-            self.calls += 1
+            self.counted += 1
+
+    def _start_counting(self) -> None:
+        if self.count == "calls":
+            sys.setprofile(self._count_call)
+        elif self.count == "ops":
+            self._ops = CountOps()
+            self._ops.__enter__()
+
+    def _stop_counting(self) -> None:
+        if self.count == "calls":
+            sys.setprofile(None)
+        elif self.count == "ops":
+            self._ops.__exit__(None, None, None)
+            self.counted = self._ops.ops
 
     def begin(self) -> None:
         reset_peak_memory(self.device)
@@ -79,11 +109,9 @@ class StepWindow:
         if self.done == self.warmup:
             synchronize(self.device)
             self.start = (time.perf_counter(), time.process_time())
-            if self.count_calls:
-                sys.setprofile(self._count)
+            self._start_counting()
         elif self.done == self.warmup + self.steps:
-            if self.count_calls:
-                sys.setprofile(None)
+            self._stop_counting()
             synchronize(self.device)
             self.stop = (time.perf_counter(), time.process_time())
 

@@ -4,22 +4,26 @@ What Lightning, and this project on top of it, cost the host per training step. 
 whose step costs almost nothing (one Linear layer) is trained three ways, and the project's
 data is fetched a fourth, interleaved and repeated, on data already on the device:
 
-- plain: a loop written by hand (AdamW, fused on CUDA; batches cut beforehand)
+- plain: a loop written by hand (batches cut beforehand)
 - bare: Lightning with nothing switched on (no bar, logger, checkpoints or summary)
 - project: this project's path, `run.run(cfg)` as train.py calls it (callbacks, progress bar,
   logger, the model's logging, the strategy config), with the same network
 - data: the project's batches alone (its DataLoader and normalisation), no training: the
   part of project - bare that is data work, on a CPU mostly arithmetic, on a GPU kernels
 
+All three train with the project's optimizer (`model.optimizer`: AdamW, fused on CUDA).
+
 On a GPU a small model's step is bound by this host time; on a CPU it is a proxy for it.
 Printed: microseconds per step (median of the repeats; wall clock and the process's CPU
 time), what bare Lightning adds to the plain loop, what the project adds to bare Lightning,
 and that less the project's data work. With --count-calls: the Python function calls per
-step instead, an exact count that a loaded machine does not disturb.
+step instead, an exact count that a loaded machine does not disturb; with --count-ops: the
+torch operators per step (on a GPU each is about one kernel launch of host time).
 
     python -m {{ cookiecutter.package_name }}.benchmark.overhead
     python -m {{ cookiecutter.package_name }}.benchmark.overhead strategy=ddp   # DDP on one process
     python -m {{ cookiecutter.package_name }}.benchmark.overhead --count-calls --repeats 1
+    python -m {{ cookiecutter.package_name }}.benchmark.overhead --count-ops --repeats 1
 """
 
 import argparse
@@ -29,10 +33,12 @@ import statistics
 import sys
 import tempfile
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
+from hydra.utils import instantiate
 from omegaconf import open_dict
 from torch import nn
 from torch.nn import functional as F
@@ -45,6 +51,7 @@ from .plain import train_loader
 
 WAYS = ("plain", "bare", "project", "data")
 ADDED = ("bare-plain", "project-bare", "project-bare-data")  # "project-bare-data": project - bare - data
+COUNTED = {"calls": "python_calls_per_step", "ops": "torch_ops_per_step"}  # --count-calls, --count-ops
 
 
 class TinyNet(nn.Sequential):
@@ -57,17 +64,17 @@ class TinyNet(nn.Sequential):
 class BareModule(pl.LightningModule):
     """Lightning's minimum: a step that returns the loss, and an optimizer."""
 
-    def __init__(self, fused: bool):
+    def __init__(self, optimizer: Callable[..., torch.optim.Optimizer]):
         super().__init__()
         self.net = TinyNet()
-        self.fused = fused
+        self.optimizer = optimizer
 
     def training_step(self, batch, batch_idx):
         images, labels = batch
         return F.cross_entropy(self.net(images), labels)
 
     def configure_optimizers(self):
-        return torch.optim.AdamW(self.parameters(), fused=self.fused)
+        return self.optimizer(self.parameters())
 
 
 def make_batches(count: int, batch_size: int, device: torch.device) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -76,9 +83,9 @@ def make_batches(count: int, batch_size: int, device: torch.device) -> list[tupl
     return list(zip(images.split(batch_size), labels.split(batch_size), strict=True))
 
 
-def run_plain(batches, window: StepWindow, device: torch.device) -> StepWindow:
+def run_plain(batches, window: StepWindow, device: torch.device, optimizer: Callable) -> StepWindow:
     net = TinyNet().to(device)
-    optimizer = torch.optim.AdamW(net.parameters(), fused=device.type == "cuda")
+    optimizer = optimizer(net.parameters())
     window.begin()
     for images, labels in batches[: window.total_steps]:
         loss = F.cross_entropy(net(images), labels)
@@ -89,8 +96,8 @@ def run_plain(batches, window: StepWindow, device: torch.device) -> StepWindow:
     return window
 
 
-def run_bare(batches, window: StepWindow, root: str) -> StepWindow:
-    timer = TimeSteps(window.warmup, window.steps, window.batch_size, window.count_calls)
+def run_bare(batches, window: StepWindow, root: str, optimizer: Callable) -> StepWindow:
+    timer = TimeSteps(window.warmup, window.steps, window.batch_size, window.count)
     device = window.device
     loader = torch.utils.data.DataLoader(batches, batch_size=None)  # batches as they are
     trainer = pl.Trainer(
@@ -104,7 +111,7 @@ def run_bare(batches, window: StepWindow, root: str) -> StepWindow:
         callbacks=[timer],
         default_root_dir=root,
     )
-    trainer.fit(BareModule(fused=device.type == "cuda"), loader)
+    trainer.fit(BareModule(optimizer), loader)
     return timer.window
 
 
@@ -151,10 +158,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=50, help="untimed steps before them (default 50)")
     parser.add_argument("--repeats", type=int, default=5, help="repeats of each way, interleaved (default 5)")
     parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument(
+    counts = parser.add_mutually_exclusive_group()
+    counts.add_argument(
         "--count-calls",
-        action="store_true",
+        dest="count",
+        action="store_const",
+        const="calls",
         help="count the Python function calls per step instead of timing: exact, whatever the machine's load",
+    )
+    counts.add_argument(
+        "--count-ops",
+        dest="count",
+        action="store_const",
+        const="ops",
+        help="count the torch operators per step instead of timing (on a GPU, about one kernel launch each)",
     )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--verbose", action="store_true", help="keep Lightning's messages and warnings")
@@ -189,22 +206,23 @@ def measure(args: argparse.Namespace, cfg, root: str) -> dict:
     use_gpu = torch.cuda.is_available() and cfg.trainer.accelerator in ("auto", "gpu", "cuda")
     device = torch.device("cuda", 0) if use_gpu else torch.device("cpu")
     batches = make_batches(args.warmup + args.steps, args.batch_size, device)
+    optimizer = instantiate(cfg.model.optimizer)  # the project's, for every way
 
     measured = {way: [] for way in WAYS}
     for repeat in range(args.repeats):
         for way in WAYS if repeat % 2 == 0 else reversed(WAYS):  # alternate who goes first
-            window = StepWindow(args.warmup, args.steps, args.batch_size, device, args.count_calls)
+            window = StepWindow(args.warmup, args.steps, args.batch_size, device, args.count)
             if way == "plain":
-                run_plain(batches, window, device)
+                run_plain(batches, window, device, optimizer)
             elif way == "bare":
-                window = run_bare(batches, window, root)
+                window = run_bare(batches, window, root, optimizer)
             elif way == "data":
                 run_data(cfg, window, device)
             else:
-                window = timed_run(cfg, args.warmup, args.steps, count_calls=args.count_calls)
-            measured[way].append((window.calls / window.steps,) if args.count_calls else microseconds_per_step(window))
+                window = timed_run(cfg, args.warmup, args.steps, count=args.count)
+            measured[way].append((window.counted / window.steps,) if args.count else microseconds_per_step(window))
 
-    figures = summarise_calls(measured) if args.count_calls else summarise(measured)
+    figures = summarise_counts(measured, COUNTED[args.count]) if args.count else summarise(measured)
     figures["settings"] = {
         "device": torch.cuda.get_device_name(device) if use_gpu else "cpu",
         "batch_size": args.batch_size,
@@ -241,12 +259,12 @@ def summarise(measured: dict[str, list[tuple[float, float]]]) -> dict:
     return figures
 
 
-def summarise_calls(measured: dict[str, list[tuple[float]]]) -> dict:
-    calls = {way: statistics.median(count for (count,) in runs) for way, runs in measured.items()}
+def summarise_counts(measured: dict[str, list[tuple[float]]], key: str) -> dict:
+    counts = {way: statistics.median(count for (count,) in runs) for way, runs in measured.items()}
     for name in ADDED:
         way, *minus = name.split("-")
-        calls[f"added {name}"] = calls[way] - sum(calls[other] for other in minus)
-    return {"python_calls_per_step": calls}
+        counts[f"added {name}"] = counts[way] - sum(counts[other] for other in minus)
+    return {key: counts}
 
 
 def print_figures(figures: dict) -> None:
@@ -255,11 +273,12 @@ def print_figures(figures: dict) -> None:
         f"\nper-step host cost: 1 Linear layer, batch {s['batch_size']} on {s['device']}, {s['threads']} thread(s); "
         f"{s['steps']} timed steps after {s['warmup']}, {s['repeats']} interleaved repeats; {s['versions']}"
     )
-    if "python_calls_per_step" in figures:
-        print(f"{'way':<24} {'Python calls/step':>18}")
-        for way, calls in figures["python_calls_per_step"].items():
-            print(f"{way:<24} {calls:>18.1f}")
-        return
+    for key, heading in (("python_calls_per_step", "Python calls/step"), ("torch_ops_per_step", "torch ops/step")):
+        if key in figures:
+            print(f"{'way':<24} {heading:>18}")
+            for way, count in figures[key].items():
+                print(f"{way:<24} {count:>18.1f}")
+            return
     print(f"{'way':<24} {'us/step':>9} {'CPU us/step':>12}")
     for way, value in figures["us_per_step"].items():
         print(f"{way:<24} {value['wall']:>9.1f} {value['cpu']:>12.1f}")
