@@ -74,7 +74,7 @@ def check_command_line(argv: list[str]) -> None:
 def check_overrides(overrides: list[str], multirun: bool = False) -> None:
     """Raise SetupError (one line) if a job these overrides make has a wrong choice, key or value."""
     for job in _jobs(overrides, multirun):
-        checked_config(job)
+        _checked(job)
 
 
 def checked_config(overrides: list[str]):
@@ -82,12 +82,17 @@ def checked_config(overrides: list[str]):
     line), without Hydra's own settings: for the benchmarks, which take train.py's overrides."""
     from omegaconf import open_dict
 
-    _jobs(overrides, multirun=False)  # each override parses
+    (job,) = _jobs(overrides, multirun=False)  # each override parses
+    cfg = _checked(job)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg
+
+
+def _checked(overrides: list[str]):
     cfg = _compose(overrides)
     _check_choices(cfg)
     check_values(cfg)
-    with open_dict(cfg):
-        del cfg["hydra"]
     return cfg
 
 
@@ -121,12 +126,14 @@ def _jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
 def _check_group_value(parsed, given: str) -> None:
     """`logger=null`: a config group takes the name of one of its choices; leaving it out is `~logger`."""
     group = parsed.key_or_group
-    if parsed.is_delete() or parsed.value() is not None or group.startswith("hydra/") or not choices(group):
+    if parsed.is_delete() or parsed.value() is not None or group.startswith("hydra/"):
         return
-    raise SetupError(
-        f"{given}: {group} is a config group and takes one of its choices: {', '.join(choices(group))}. "
-        f"Fix: e.g. {group}={choices(group)[0]}, or ~{group} to leave it out"
-    )
+    allowed = choices(group)
+    if allowed:
+        raise SetupError(
+            f"{given}: {group} is a config group and takes one of its choices: {', '.join(allowed)}. "
+            f"Fix: e.g. {group}={allowed[0]}, or ~{group} to leave it out"
+        )
 
 
 def _compose(overrides: list[str]):
