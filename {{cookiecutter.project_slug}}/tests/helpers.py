@@ -167,6 +167,26 @@ def record_saves(path: Path, seconds_per_step: float = 0.0) -> list[str]:
     ]
 
 
+class SaveAfterStep(pl.Callback):
+    """Test-only: save a checkpoint at the end of one training step, as a timed, stop or
+    preemption checkpoint does."""
+
+    def __init__(self, step: int, path: str):
+        self.step, self.path = step, path
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step == self.step:
+            trainer.save_checkpoint(self.path)
+
+
+def save_after_step(step: int, path: Path) -> list[str]:
+    return [
+        "+callbacks.save_after._target_=tests.helpers.SaveAfterStep",
+        f"+callbacks.save_after.step={step}",
+        f"+callbacks.save_after.path={path}",
+    ]
+
+
 def start_until_first_checkpoint(run: Path, *overrides: str) -> subprocess.Popen:
     """train.py as run_id=<run.name> under run.parent, returned once it wrote last.ckpt."""
     command = [sys.executable, str(PROJECT / "train.py"), *FAST, f"output_root={run.parent}", f"run_id={run.name}"]

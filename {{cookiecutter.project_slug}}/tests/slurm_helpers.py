@@ -158,3 +158,8 @@ class RecordStarts(pl.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         time.sleep(self.seconds_per_step)
+
+
+def starts_of(starts) -> list[tuple[int, int]]:
+    """(epoch, global_step) at each start of training, as rank 0 recorded them."""
+    return [tuple(map(int, line.split())) for line in (starts / "starts-rank0.txt").read_text().splitlines()]

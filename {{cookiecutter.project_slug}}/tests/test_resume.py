@@ -2,7 +2,8 @@
 
 import torch
 
-from tests.helpers import FAST, run_train
+from tests.helpers import FAST, run_train, save_after_step
+from tests.slurm_helpers import starts_of
 
 
 def test_resume_continues_at_the_right_step(tmp_path):
@@ -40,3 +41,24 @@ def test_last_checkpoint_every_n_epochs_still_saves_the_end(tmp_path):
 
     run_train(*common, "trainer.max_epochs=4", "ckpt_path=last")
     assert torch.load(checkpoint, weights_only=False)["global_step"] == 16  # one more epoch, not two
+
+
+def test_a_save_after_an_epochs_last_batch_resumes_whole_epochs(tmp_path):
+    """A timed, stop or preemption save can fall after an epoch's last batch (step 4 of 4).
+    Lightning 2.6 resumed it in the next epoch without starting that epoch, and checkpoints
+    of that epoch then resumed an epoch short (8 steps after 3 epochs) or a batch over (13)."""
+    after_last_batch, mid_epoch = tmp_path / "after-last-batch.ckpt", tmp_path / "mid-epoch.ckpt"
+    first = [*FAST, f"output_root={tmp_path}", "run_id=first", *save_after_step(4, after_last_batch)]
+    run_train(*first, "trainer.max_epochs=1")
+    common = [*FAST, f"output_root={tmp_path}", "+callbacks.starts._target_=tests.slurm_helpers.RecordStarts"]
+    second = [*common, "run_id=second", f"+callbacks.starts.path={tmp_path / 'second'}"]
+    run_train(*second, "trainer.max_epochs=2", f"ckpt_path={after_last_batch}", *save_after_step(6, mid_epoch))
+    run_train(*second, "trainer.max_epochs=3", "ckpt_path=last")  # from the end of epoch 1
+    third = [*common, "run_id=third", f"+callbacks.starts.path={tmp_path / 'third'}"]
+    run_train(*third, "trainer.max_epochs=3", f"ckpt_path={mid_epoch}")  # from the middle of epoch 1
+
+    for run in ("second", "third"):
+        last = torch.load(tmp_path / run / "checkpoints" / "last.ckpt", weights_only=False)
+        assert (last["epoch"], last["global_step"]) == (2, 12), f"{run}: 3 epochs of 4 steps"
+    assert starts_of(tmp_path / "second") == [(1, 4), (2, 8)]
+    assert starts_of(tmp_path / "third") == [(1, 6)]

@@ -14,7 +14,7 @@ from {{ cookiecutter.package_name }}.slurm.profiles import choices, load
 from {{ cookiecutter.package_name }}.slurm.render import LAUNCHERS, MPI_LAUNCHERS, SCRIPTS, Job, render
 
 from tests.helpers import FAST, PROJECT, assert_same_weights, recorded, require_horovod
-from tests.slurm_helpers import write_script
+from tests.slurm_helpers import starts_of, write_script
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -131,11 +131,6 @@ def test_torchrun_job_is_requeued_by_its_batch_shell(local_slurm, tmp_path):
     weights, _ = recorded(record)
     assert_same_weights(weights, world_size=4)
     assert {w["global_step"] for w in weights} == {12 * 2}
-
-
-def starts_of(starts) -> list[tuple[int, int]]:
-    """(epoch, global_step) at each start of training, as rank 0 recorded them."""
-    return [tuple(map(int, line.split())) for line in (starts / "starts-rank0.txt").read_text().splitlines()]
 
 
 @pytest.mark.timeout(1200)  # four starts of 4 ranks on a CI machine of 2 cores
