@@ -120,6 +120,8 @@ class RecordRanks(pl.Callback):
                 "global_step": trainer.global_step,
                 "world_size": trainer.world_size,
                 "sync_batchnorm": any(isinstance(m, torch.nn.SyncBatchNorm) for m in pl_module.modules()),
+                # The samples this rank's last epoch was cut from (Lightning's sampler for the rank).
+                "train_indices": list(trainer.train_dataloader.batch_sampler.sampler),
             },
             self.path / f"weights-rank{trainer.global_rank}.pt",
         )

@@ -3,9 +3,12 @@ and how many workers `data.num_workers=auto` gives each process."""
 
 import pytest
 import torch
+from lightning_fabric.utilities.data import _replace_dunder_methods
+from pytorch_lightning.utilities.data import _update_dataloader
+from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 
 from {{ cookiecutter.package_name }}.data import workers
-from {{ cookiecutter.package_name }}.data.in_memory import InMemoryImages, normalize
+from {{ cookiecutter.package_name }}.data.in_memory import IndexBatches, InMemoryImages, normalize
 from {{ cookiecutter.package_name }}.data.loaders import make_loader
 from {{ cookiecutter.package_name }}.data.synthetic import SyntheticDataModule
 
@@ -29,6 +32,33 @@ def test_training_batches_are_shuffled_and_full():
     assert [len(labels) for _, labels in batches] == [16, 16]  # drop_last: every step the same size
     seen = torch.cat([labels for _, labels in batches])
     assert len(seen.unique()) == 32 and not torch.equal(seen, torch.arange(32))
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_batches_are_those_of_torchs_batch_sampler(shuffle):
+    """IndexBatches cuts each epoch's order once: the same batches as torch's BatchSampler over the
+    same sampler (Lightning's DistributedSampler, put in its place, included)."""
+    dataset = small_set(40)
+    sampler = DistributedSampler(dataset, num_replicas=2, rank=1, shuffle=shuffle, seed=3)
+    for drop_last in (False, True):
+        expected = [torch.tensor(batch) for batch in BatchSampler(sampler, 6, drop_last)]
+        batches = list(IndexBatches(sampler, 6, drop_last))
+        assert len(batches) == len(expected) == len(IndexBatches(sampler, 6, drop_last))
+        assert all(torch.equal(batch, want) for batch, want in zip(batches, expected, strict=True))
+
+
+def test_lightning_puts_its_distributed_sampler_into_the_batches():
+    """What Lightning does to a loader when several processes train (its own functions)."""
+    with _replace_dunder_methods(DataLoader, "dataset"), _replace_dunder_methods(BatchSampler):
+        loader = make_loader(small_set(40), batch_size=8, shuffle=True)
+    seen = []
+    for rank in (0, 1):
+        sampler = DistributedSampler(loader.dataset, num_replicas=2, rank=rank, seed=0)
+        sharded = _update_dataloader(loader, sampler)
+        assert isinstance(sharded.batch_sampler, IndexBatches) and sharded.batch_sampler.sampler is sampler
+        seen.append(torch.cat([labels for _, labels in sharded]))
+    assert [len(labels) for labels in seen] == [16, 16]  # 20 each, in full batches of 8
+    assert not set(seen[0].tolist()) & set(seen[1].tolist())
 
 
 def test_workers_give_the_same_batches():
@@ -63,10 +93,12 @@ def test_batches_on_the_gpu_are_cut_without_waiting_for_it():
     torch.cuda.set_sync_debug_mode("error")
     try:
         images, labels = dataset.__getitems__([3, 1, 4, 1, 5])
+        batches = list(make_loader(dataset, batch_size=16, shuffle=True))  # indices cut from one copy per epoch
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert labels.is_cuda and labels.tolist() == [3, 1, 4, 1, 5]
     assert images[:, 0, 0, 0].tolist() == [3, 1, 4, 1, 5]
+    assert [len(labels) for _, labels in batches] == [16, 16] and all(labels.is_cuda for _, labels in batches)
 
 
 @pytest.fixture

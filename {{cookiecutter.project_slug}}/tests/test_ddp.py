@@ -36,6 +36,8 @@ def test_two_processes_train_in_step(launch, tmp_path):
     assert_same_weights(weights, world_size=2)
     assert all(w["world_size"] == 2 for w in weights)
     assert not any(w["sync_batchnorm"] for w in weights)  # off by default
+    rank0, rank1 = (set(w["train_indices"]) for w in weights)
+    assert rank0 and rank1 and not rank0 & rank1, "the ranks must train on different samples"
 
     run_dirs = list((tmp_path / "outputs").iterdir())
     assert len(run_dirs) == 1, f"ranks disagreed on the run directory: {run_dirs}"

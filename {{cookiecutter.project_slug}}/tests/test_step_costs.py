@@ -180,6 +180,7 @@ def test_callbacks_are_called_only_on_the_batch_hooks_they_implement(tmp_path):
     assert called["Throughput"] == ["on_train_batch_end"]
     assert called["LogOnlyWrittenSteps"] == ["on_train_batch_start", "on_train_batch_end"]
     assert called["RichModelSummary"] == []  # Lightning's own callbacks too
+    assert called["ModelCheckpoint"] == called["LastCheckpoint"] == []  # they save at epoch ends
     # Several ranks agree on a signal at batch ends; one process needs no call (next test)
     assert called["SaveOnStop"] == ["on_train_batch_end", "on_validation_batch_end"]
 
@@ -209,6 +210,39 @@ def test_a_callbacks_own_hooks_still_run(tmp_path):
         cfg.callbacks.count_hooks = {"_target_": f"{__name__}.CountHooks"}
     (counter,) = [callback for callback in run(cfg).callbacks if isinstance(callback, CountHooks)]
     assert counter.calls == {"on_before_backward": STEPS, "on_train_batch_end": STEPS}
+
+
+def test_a_checkpoint_by_steps_or_by_time_is_still_called_per_batch():
+    from datetime import timedelta
+
+    from pytorch_lightning.callbacks import ModelCheckpoint
+
+    from {{ cookiecutter.package_name }}.hook_costs import skip_empty_batch_hooks
+
+    by_epochs, by_steps, by_time = (
+        ModelCheckpoint(),
+        ModelCheckpoint(every_n_train_steps=100),
+        ModelCheckpoint(train_time_interval=timedelta(minutes=30)),
+    )
+    skip_empty_batch_hooks([by_epochs, by_steps, by_time])
+    assert by_epochs.on_train_batch_end is None
+    assert callable(by_steps.on_train_batch_end) and callable(by_time.on_train_batch_end)
+
+
+def test_a_checkpoint_every_n_train_steps_still_saves(tmp_path):
+    cfg = config(tmp_path)
+    with open_dict(cfg):
+        cfg.callbacks.by_steps = {
+            "_target_": "pytorch_lightning.callbacks.ModelCheckpoint",
+            "dirpath": str(tmp_path / "by_steps"),
+            "filename": "{step}",
+            "every_n_train_steps": 10,
+            "save_top_k": -1,
+        }
+    run(cfg)
+    assert sorted(path.name for path in (tmp_path / "by_steps").iterdir()) == [
+        f"step={step}.ckpt" for step in (10, 20, 30, 40)
+    ]
 
 
 def test_callbacks_with_nothing_to_do_are_left_out(tmp_path, no_launcher):

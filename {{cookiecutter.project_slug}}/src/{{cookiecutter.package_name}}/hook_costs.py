@@ -4,10 +4,11 @@ On a GPU a small model's step is bound by the host's time, and Lightning calls e
 callback on every hook of every step (6 per training step), each call wrapped in its
 profiler's context manager, also where the callback leaves the hook empty: with this
 project's 8 callbacks, about 50 calls and 400 Python function calls per step
-(docs/performance.md#lightnings-per-step-cost). run.py applies both of these:
+(docs/performance.md#lightnings-per-step-cost). run.py applies these:
 
 - NoProfiler: the Trainer's profiler when none is asked for (`trainer.profiler: null`).
-- skip_empty_batch_hooks: a callback is not called on per-batch hooks it leaves empty.
+- skip_empty_batch_hooks: a callback is not called on per-batch hooks it leaves empty, nor
+  on those with nothing to do (a checkpoint saved only at epoch ends).
 - store_hook_names_directly: the model's class stores the name of the hook being called
   without nn.Module's checks for parameters, modules and buffers.
 """
@@ -16,6 +17,7 @@ import contextlib
 from collections.abc import Iterable
 
 import pytorch_lightning as pl
+from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.profilers import PassThroughProfiler
 
 BATCH_HOOKS = (
@@ -46,7 +48,8 @@ class NoProfiler(PassThroughProfiler):
 
 
 def skip_empty_batch_hooks(callbacks: Iterable[pl.Callback]) -> None:
-    """Hide the per-batch hooks each callback inherits empty from pl.Callback.
+    """Hide the per-batch hooks each callback inherits empty from pl.Callback, and those that
+    have nothing to do (idle_batch_hook).
 
     Lightning calls a callback's hook only where the attribute is callable (trainer/call.py,
     `_call_callback_hooks`), so an empty hook set to None on the instance is skipped, with
@@ -54,8 +57,21 @@ def skip_empty_batch_hooks(callbacks: Iterable[pl.Callback]) -> None:
     """
     for callback in callbacks:
         for hook in BATCH_HOOKS:
-            if getattr(type(callback), hook) is getattr(pl.Callback, hook) and hook not in vars(callback):
+            inherited = getattr(type(callback), hook) is getattr(pl.Callback, hook)
+            if (inherited or idle_batch_hook(callback, hook)) and hook not in vars(callback):
                 setattr(callback, hook, None)
+
+
+def idle_batch_hook(callback: pl.Callback, hook: str) -> bool:
+    """A ModelCheckpoint saves at a batch's end only every N training steps or every so much wall
+    time; set to save at epoch ends (last.ckpt, the best val/loss) its on_train_batch_end returns
+    at once, after a few lookups, on every step."""
+    return (
+        hook == "on_train_batch_end"
+        and isinstance(callback, ModelCheckpoint)
+        and getattr(callback, "_every_n_train_steps", 1) < 1  # Lightning's names; unknown ones keep the hook
+        and getattr(callback, "_train_time_interval", 0) is None
+    )
 
 
 def store_hook_names_directly(model: pl.LightningModule) -> None:

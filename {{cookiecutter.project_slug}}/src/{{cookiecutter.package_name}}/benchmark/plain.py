@@ -108,9 +108,10 @@ def _train_plain(cfg: DictConfig, window: StepWindow, device: torch.device, comp
     model.train()
     window.begin()
     epoch = 0
+    sampler = loader.batch_sampler.sampler  # in a BatchSampler (or IndexBatches) for every loader of make_loader
     while window.done < window.total_steps:
-        if isinstance(loader.sampler, DistributedSampler):
-            loader.sampler.set_epoch(epoch)
+        if isinstance(sampler, DistributedSampler):
+            sampler.set_epoch(epoch)
         for images, labels in loader:
             images = normalize(images.to(device, non_blocking=True), datamodule.mean, datamodule.std)
             labels = labels.to(device, non_blocking=True)

@@ -1,9 +1,9 @@
 """One DataLoader for both kinds of dataset: in-memory tensors and samples read one by one."""
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, RandomSampler, SequentialSampler
 
-from .in_memory import InMemoryImages, already_batched
+from .in_memory import IndexBatches, InMemoryImages, already_batched
 
 
 def make_loader(dataset: Dataset, batch_size: int, shuffle: bool, num_workers: int = 0, sampler=None) -> DataLoader:
@@ -13,14 +13,21 @@ def make_loader(dataset: Dataset, batch_size: int, shuffle: bool, num_workers: i
     # the GPU, and the workers live on between epochs.
     in_memory = isinstance(dataset, InMemoryImages)
     workers = 0 if in_memory and dataset.images.is_cuda else num_workers
+    options = {
+        "num_workers": workers,
+        "persistent_workers": workers > 0,
+        "pin_memory": workers > 0 and torch.cuda.is_available(),
+    }
+    if in_memory:  # each batch's indices a slice of the epoch's order, where the data is
+        if sampler is None:
+            sampler = RandomSampler(dataset) if shuffle else SequentialSampler(dataset)
+        batches = IndexBatches(sampler, batch_size, drop_last=shuffle, device=dataset.labels.device)
+        return DataLoader(dataset, batch_sampler=batches, collate_fn=already_batched, **options)
     return DataLoader(
         dataset,
         batch_size=batch_size,
         shuffle=shuffle if sampler is None else None,
         sampler=sampler,
         drop_last=shuffle,
-        collate_fn=already_batched if in_memory else None,
-        num_workers=workers,
-        persistent_workers=workers > 0,
-        pin_memory=workers > 0 and torch.cuda.is_available(),
+        **options,
     )
