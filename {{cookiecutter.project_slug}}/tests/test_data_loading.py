@@ -35,9 +35,11 @@ def test_training_batches_are_shuffled_and_full():
 
 
 @pytest.mark.parametrize("shuffle", [False, True])
-def test_batches_are_those_of_torchs_batch_sampler(shuffle):
-    """IndexBatches cuts each epoch's order once: the same batches as torch's BatchSampler over the
-    same sampler (Lightning's DistributedSampler, put in its place, included)."""
+@pytest.mark.parametrize("batches_per_copy", [32, 2])  # all the epoch's batches in one copy, or several
+def test_batches_are_those_of_torchs_batch_sampler(shuffle, batches_per_copy, monkeypatch):
+    """IndexBatches cuts a few batches' indices at a time: the same batches as torch's BatchSampler
+    over the same sampler (Lightning's DistributedSampler, put in its place, included)."""
+    monkeypatch.setattr(IndexBatches, "batches_per_copy", batches_per_copy)
     dataset = small_set(40)
     sampler = DistributedSampler(dataset, num_replicas=2, rank=1, shuffle=shuffle, seed=3)
     for drop_last in (False, True):
