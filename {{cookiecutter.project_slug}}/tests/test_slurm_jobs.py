@@ -139,7 +139,7 @@ def test_requeue_after_a_killed_step_resumes_from_the_newest_checkpoint(local_sl
     is requeued (`scontrol requeue`), three times. Each restart continues from the newest
     checkpoint (the timed last.ckpt mid-epoch), also when a stale hpc checkpoint lies beside
     it; global_step only grows, and the time lost is at most one checkpoint interval."""
-    timed = ["callbacks.timed_checkpoint.every_minutes=0.005", "callbacks.timed_checkpoint.check_every_n_steps=1"]
+    timed = ["callbacks.timed_checkpoint.every_minutes=0.005", "callbacks.timed_checkpoint.agree_every_seconds=0.05"]
     script, job_id = start_slow_job(local_slurm, tmp_path, "srun", 14, *timed)  # every 0.3 s, at a step end
     run = tmp_path / "outputs" / f"slurm-{job_id}"
     resumed_from, lost = [0], []

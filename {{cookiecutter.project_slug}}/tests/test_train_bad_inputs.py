@@ -61,7 +61,7 @@ BAD_VALUES = [
     (["callbacks.progress_bar.every_n_steps=0"], "callbacks.progress_bar.every_n_steps=0: an integer >= 1"),
     (["callbacks.last_checkpoint.every_n_epochs=0"], "callbacks.last_checkpoint.every_n_epochs=0: an integer >= 1"),
     (["callbacks.timed_checkpoint.every_minutes=abc"], "callbacks.timed_checkpoint.every_minutes=abc: a number >= 0"),
-    (["callbacks.timed_checkpoint.check_every_n_steps=0"], "check_every_n_steps=0: an integer >= 1"),
+    (["callbacks.timed_checkpoint.agree_every_seconds=0"], "agree_every_seconds=0: a number > 0"),
     (["callbacks.save_on_stop.agree_every_seconds=0"], "callbacks.save_on_stop.agree_every_seconds=0: a number > 0"),
     (["trainer.accumulate_grad_batches=0"], "trainer.accumulate_grad_batches=0: an integer >= 1"),
     (["trainer.gradient_clip_val=-1"], "trainer.gradient_clip_val=-1: null or a number >= 0"),

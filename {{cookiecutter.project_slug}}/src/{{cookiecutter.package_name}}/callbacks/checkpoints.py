@@ -5,8 +5,8 @@
 - A save never replaces a checkpoint of a higher global step (a run that restarted from
   an older state must not overwrite newer work).
 - LastCheckpoint writes last.ckpt every N epochs and always when training ends.
-- TimedCheckpoint bounds what a node failure loses: only rank 0 reads the clock, and the
-  ranks agree on its answer only every `check_every_n_steps` steps (no collective per step).
+- TimedCheckpoint bounds what a node failure loses: only rank 0 reads the clock, and
+  several ranks agree on its answer every few seconds (agreement.py: no collective per step).
 """
 
 import os
@@ -18,6 +18,8 @@ import torch
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.utilities import rank_zero_warn
+
+from .agreement import AgreedFlag
 
 PARTIAL = ".partial"
 
@@ -116,13 +118,15 @@ class LastCheckpoint(ModelCheckpoint):
 class TimedCheckpoint(pl.Callback):
     """Also write `<dirpath>/last.ckpt` every `every_minutes` of training, mid-epoch.
 
-    Also installs ForwardOnlyCheckpointIO where the strategy uses Lightning's plain torch.save
-    (DeepSpeed and sharded strategies write their own formats)."""
+    Rank 0's clock decides; several ranks agree on its answer about every `agree_every_seconds`
+    (one small all-reduce then, none per step; one process needs none). Also installs
+    ForwardOnlyCheckpointIO where the strategy uses Lightning's plain torch.save (DeepSpeed and
+    sharded strategies write their own formats)."""
 
-    def __init__(self, dirpath: str, every_minutes: float = 30, check_every_n_steps: int = 64):
+    def __init__(self, dirpath: str, every_minutes: float = 30, agree_every_seconds: float = 10):
         self.path = Path(dirpath) / "last.ckpt"
         self.seconds = every_minutes * 60
-        self.check_every_n_steps = check_every_n_steps
+        self.agreement = AgreedFlag(agree_every_seconds)
         self.last_save = time.monotonic()
         self.checked_step = -1
 
@@ -138,9 +142,9 @@ class TimedCheckpoint(pl.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         step = trainer.global_step
-        if self.seconds <= 0 or step % self.check_every_n_steps or step == self.checked_step:
-            return  # also once only per step when gradients accumulate over several batches
+        if self.seconds <= 0 or step == self.checked_step:
+            return  # once per step when gradients accumulate over several batches: after its optimizer step
         self.checked_step = step
         due = trainer.is_global_zero and time.monotonic() - self.last_save >= self.seconds
-        if trainer.strategy.broadcast(due, src=0):  # every rank takes part in the save
+        if self.agreement.agreed(trainer, due):  # every rank takes part in the save
             trainer.save_checkpoint(self.path)

@@ -146,7 +146,7 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     row("callbacks.progress_bar.every_n_steps", positive_int, "an integer >= 1", 20),
     row("callbacks.last_checkpoint.every_n_epochs", positive_int, "an integer >= 1 (1: every epoch)", 10),
     row("callbacks.timed_checkpoint.every_minutes", non_negative_number, "a number >= 0 (0: only at epoch ends)", 30),
-    row("callbacks.timed_checkpoint.check_every_n_steps", positive_int, "an integer >= 1", 64),
+    row("callbacks.timed_checkpoint.agree_every_seconds", positive_number, "a number > 0 (seconds)", 10),
     row("callbacks.save_on_stop.agree_every_seconds", positive_number, "a number > 0 (seconds)", 1),
 ]
 
