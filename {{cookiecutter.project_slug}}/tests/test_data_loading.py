@@ -95,12 +95,14 @@ def test_batches_on_the_gpu_are_cut_without_waiting_for_it():
     torch.cuda.set_sync_debug_mode("error")
     try:
         images, labels = dataset.__getitems__([3, 1, 4, 1, 5])
-        batches = list(make_loader(dataset, batch_size=16, shuffle=True))  # indices cut from one copy per epoch
+        batches = list(make_loader(dataset, batch_size=16, shuffle=True))  # indices copied once per 32 batches
+        normalized = normalize(images, mean=0.5, std=0.25)  # the shift a CPU number, the images on the GPU
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert labels.is_cuda and labels.tolist() == [3, 1, 4, 1, 5]
     assert images[:, 0, 0, 0].tolist() == [3, 1, 4, 1, 5]
     assert [len(labels) for _, labels in batches] == [16, 16] and all(labels.is_cuda for _, labels in batches)
+    assert normalized.is_cuda and torch.allclose(normalized.cpu(), normalize(images.cpu(), mean=0.5, std=0.25))
 
 
 @pytest.fixture
