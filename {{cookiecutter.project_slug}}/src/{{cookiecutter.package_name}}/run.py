@@ -10,7 +10,7 @@ from omegaconf import DictConfig
 from pytorch_lightning.utilities import rank_zero_info
 
 from .callbacks.stop import stop_exit_code
-from .hook_costs import NoProfiler, skip_empty_batch_hooks, store_hook_names_directly
+from .hook_costs import NoProfiler, read_step_signatures_once, skip_empty_batch_hooks, store_hook_names_directly
 from .launch.checks import check_environment
 from .launch.run_directory import checkpoint_to_resume
 from .launch.warnings import quiet_benign_messages
@@ -70,6 +70,7 @@ def run(cfg: DictConfig) -> pl.Trainer:
     datamodule = instantiate(cfg.data)
     model = instantiate(cfg.model)
     store_hook_names_directly(model)
+    read_step_signatures_once(model)
     trainer = build_trainer(cfg)
     datamodule.check_enough_for(processes(trainer))
     set_matmul_precision(cfg.speed, on_gpu=trains_on_gpu(trainer))
