@@ -18,7 +18,7 @@ def make_loader(dataset: Dataset, batch_size: int, shuffle: bool, num_workers: i
         "persistent_workers": workers > 0,
         "pin_memory": workers > 0 and torch.cuda.is_available(),
     }
-    if in_memory:  # each batch's indices a slice of the epoch's order, where the data is
+    if in_memory:  # each batch's indices a slice of one index tensor per 32 batches, where the data is
         if sampler is None:
             sampler = RandomSampler(dataset) if shuffle else SequentialSampler(dataset)
         batches = IndexBatches(sampler, batch_size, drop_last=shuffle, device=dataset.labels.device)
