@@ -1,5 +1,6 @@
 """DDP on 2 CPU processes (gloo) through each way of starting them."""
 
+import re
 import sys
 
 import pytest
@@ -44,3 +45,6 @@ def test_two_processes_train_in_step(launch, tmp_path):
     assert (run_dirs[0] / "checkpoints" / "last.ckpt").exists()
     assert set(writes) == {0}, f"only rank 0 may write checkpoints, got writes from ranks {sorted(writes)}"
     assert "sync_dist=True" not in result.stderr, "Lightning asks to sync a value the project logs"
+    line = r"Throughput of the last epoch: (\d+) samples/s in total, (\d+) per rank"
+    total, per_rank = (int(figure) for figure in re.search(line, result.stdout + result.stderr).groups())
+    assert abs(total - 2 * per_rank) <= 1, "the total sums both ranks' figures, each rounded"

@@ -7,6 +7,7 @@ Counted in one process on the CPU: the calls are the same on a GPU, where they c
 import csv
 import os
 import traceback
+import warnings
 from collections import Counter
 
 import pytest
@@ -291,3 +292,103 @@ def test_the_hook_name_is_stored_without_nn_modules_checks(tmp_path):
     # At most LightningModule.__init__'s, before run.py changed the class; not 44 a step.
     assert AttributesCounted.counted["_current_fx_name"] <= 1, AttributesCounted.counted
     assert AttributesCounted.counted["trainer"] > 0  # every other attribute as before
+
+
+def test_the_throughput_is_logged_from_the_host(tmp_path, monkeypatch):
+    """Lightning makes a logged Python number a tensor on the model's device: on a GPU a copy
+    that waits for the epoch's queued work, before the host may start the next epoch. One
+    process logs the throughput as CPU tensors."""
+    from {{ cookiecutter.package_name }}.callbacks.throughput import PER_RANK, TOTAL
+
+    logged = {}
+    log = pl.LightningModule.log
+
+    def spy(module, name, value, *args, **kwargs):
+        logged[name] = value
+        return log(module, name, value, *args, **kwargs)
+
+    monkeypatch.setattr(pl.LightningModule, "log", spy)
+    trainer = train_in_process(tmp_path)
+    for name in (TOTAL, PER_RANK):
+        assert isinstance(logged[name], torch.Tensor) and logged[name].device.type == "cpu", logged[name]
+    assert float(trainer.callback_metrics[TOTAL]) == float(trainer.callback_metrics[PER_RANK]) > 0
+
+
+def test_the_bar_reads_values_on_the_host_at_once():
+    from {{ cookiecutter.package_name }}.callbacks.progress import ReadWithoutWaiting
+
+    reader = ReadWithoutWaiting()
+    assert reader.read(None) is None
+    assert reader.read(torch.tensor(0.5)) == 0.5
+
+
+gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@gpu
+def test_the_bar_never_waits_for_the_gpu():
+    """It shows a GPU value once its copy has arrived, at a later update (torch raises on a wait)."""
+    from {{ cookiecutter.package_name }}.callbacks.progress import ReadWithoutWaiting
+
+    reader, loss = ReadWithoutWaiting(), torch.tensor(0.25, device="cuda")
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        first = reader.read(loss)  # the copy starts behind the queued work
+        torch.cuda._sleep(1000)  # more work queued: still no wait
+        second = reader.read(loss)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()  # as if the GPU had got there by the next update
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        third = reader.read(loss)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert first is None and second in (None, 0.25) and third == 0.25
+
+
+class WaitsAtEpochEnds(pl.Callback):
+    """Records every wait for the GPU (torch's sync debug mode) from the start of an epoch's last
+    batch to the first batch of the next epoch."""
+
+    def __init__(self):
+        self.windows, self.waits = 0, []
+        self._catching = None
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if self._catching is not None:
+            self._stop()
+        last = batch_idx == trainer.num_training_batches - 1
+        if last and trainer.current_epoch < trainer.max_epochs - 1:  # the end of training may wait
+            self._catching = warnings.catch_warnings(record=True)
+            self._caught = self._catching.__enter__()
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+
+    def _stop(self):
+        torch.cuda.set_sync_debug_mode("default")
+        self._catching.__exit__(None, None, None)
+        self._catching, self.windows = None, self.windows + 1
+        self.waits += [f"{w.filename}:{w.lineno}" for w in self._caught if "synchroniz" in str(w.message)]
+
+    def teardown(self, trainer, pl_module, stage):
+        if self._catching is not None:
+            self._stop()
+
+
+@gpu
+def test_an_epochs_end_does_not_wait_for_the_gpu(tmp_path):
+    """A wait there leaves the GPU idle while the host ends the epoch (logger, bar, hooks) and
+    starts the next (a new data iterator): a few ms, against 58 steps of 2.6 ms in an MNIST
+    epoch at batch 1024 compiled on an H100. The checkpoint is saved every 10 epochs here (a
+    save copies the model to the host, which waits)."""
+    cfg = config(tmp_path, "trainer.accelerator=gpu", "callbacks.last_checkpoint.every_n_epochs=10")
+    with open_dict(cfg):
+        cfg.data.num_samples = 10 * cfg.data.batch_size
+        cfg.trainer.max_epochs = 3
+        cfg.callbacks.waits = {"_target_": f"{__name__}.WaitsAtEpochEnds"}
+    trainer = run(cfg)
+    (probe,) = [callback for callback in trainer.callbacks if isinstance(callback, WaitsAtEpochEnds)]
+    assert trainer.current_epoch == 3 and probe.windows == 2
+    assert probe.waits == [], probe.waits
