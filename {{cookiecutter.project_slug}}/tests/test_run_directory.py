@@ -181,6 +181,68 @@ def test_a_save_never_replaces_a_checkpoint_of_a_higher_step(tmp_path):
     assert step_of(path) == 9
 
 
+def test_background_writes_keep_the_state_of_when_they_were_asked_for(tmp_path):
+    """Training goes on while a thread writes: what it changes in place (weights, the optimizer's
+    step counts) after the save was asked for is not in the file."""
+    from collections import OrderedDict
+
+    weights, counts = torch.zeros(3), torch.tensor(7)
+    state_dict = OrderedDict(weights=weights)
+    state_dict._metadata = {"": {"version": 1}}  # what nn.Module.state_dict() carries
+    io = ForwardOnlyCheckpointIO(in_background=True)
+    io.save_checkpoint({"global_step": 1, "state_dict": state_dict, "optimizer": [{"step": counts}]}, tmp_path / "a")
+    weights += 5
+    counts += 1
+    io.wait()
+    saved = torch.load(tmp_path / "a", weights_only=False)
+    assert saved["state_dict"]["weights"].sum() == 0 and saved["optimizer"][0]["step"] == 7
+    assert saved["state_dict"]._metadata == {"": {"version": 1}}
+
+
+def test_background_writes_and_removals_happen_in_the_order_asked(tmp_path):
+    io = ForwardOnlyCheckpointIO(in_background=True)
+    best, better = tmp_path / "epoch=1.ckpt", tmp_path / "epoch=2.ckpt"
+    io.save_checkpoint({"global_step": 1}, best)
+    io.save_checkpoint({"global_step": 2}, better)
+    io.remove_checkpoint(best)  # as ModelCheckpoint does: the better one is on disk first
+    last = tmp_path / "last.ckpt"
+    io.save_checkpoint({"global_step": 8}, last)
+    with pytest.warns(UserWarning, match=r"Not saving .*last.ckpt at step 4: it holds step 8, newer work"):
+        io.save_checkpoint({"global_step": 4}, last)
+        io.wait()
+    io.teardown()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["epoch=2.ckpt", "last.ckpt"]
+    assert step_of(last) == 8
+
+
+def test_a_failed_background_write_is_raised(tmp_path):
+    io = ForwardOnlyCheckpointIO(in_background=True)
+    (tmp_path / "not-a-folder").write_text("")
+    io.save_checkpoint({"global_step": 1}, tmp_path / "not-a-folder" / "last.ckpt")
+    with pytest.raises(OSError):
+        io.wait()  # Lightning's teardown waits: the run fails instead of losing the checkpoint silently
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_the_state_on_the_gpu_is_taken_without_waiting_for_it():
+    """Copied in stream order behind the work that makes it (torch raises on a wait): the value
+    when the save was asked for, not after the next update."""
+    from {{ cookiecutter.package_name }}.callbacks.checkpoints import host_snapshot
+
+    weights = torch.zeros(1000, device="cuda")
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        torch.cuda._sleep(10**7)  # the GPU busy: the copy is queued, not done
+        weights += 1
+        snapshot, arrived = host_snapshot({"weights": weights})
+        weights += 1  # the next step's update
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    arrived.synchronize()
+    assert snapshot["weights"].device.type == "cpu" and snapshot["weights"].sum() == 1000
+
+
 def test_an_explicit_older_checkpoint_into_a_newer_run_is_refused(tmp_path):
     run = tmp_path / "run"
     ForwardOnlyCheckpointIO().save_checkpoint({"global_step": 8}, run / "checkpoints" / "last.ckpt")

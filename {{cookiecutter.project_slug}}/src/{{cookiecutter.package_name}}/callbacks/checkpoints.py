@@ -9,8 +9,10 @@
   several ranks agree on its answer every few seconds (agreement.py: no collective per step).
 """
 
+import copy
 import os
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -64,15 +66,55 @@ def remove_partial_files(run_dir: Path) -> None:
 
 
 class ForwardOnlyCheckpointIO(TorchCheckpointIO):
-    """torch.save through a temporary file; refuses to replace a checkpoint of a higher step."""
+    """torch.save through a temporary file; refuses to replace a checkpoint of a higher step.
 
-    def __init__(self):
+    in_background: a thread writes the files, in the order asked, so that training goes on
+    meanwhile. The state is taken when the save is asked for (host_snapshot): on a GPU by copies
+    queued behind the work that made it, so the host does not wait for the GPU, which would
+    then idle while the file is written. `wait()` returns once every file asked for is written
+    (Lightning's teardown, the stop and requeue callbacks call it) and raises a write's error."""
+
+    def __init__(self, in_background: bool = False):
         self.steps: dict[str, int] = {}  # what this process wrote: no need to read it back
+        self.in_background = in_background
+        self._writer: ThreadPoolExecutor | None = None
+        self._pending: list[Future] = []
 
     def save_checkpoint(self, checkpoint, path, storage_options=None):
         if "://" in str(path):  # a remote file system: Lightning's own way
+            self.wait()
             return super().save_checkpoint(checkpoint, path, storage_options)
-        path = Path(path)
+        if not self.in_background:
+            return self._write(checkpoint, Path(path))
+        snapshot, arrived = host_snapshot(checkpoint)
+        self._submit(self._write, snapshot, Path(path), arrived)
+
+    def remove_checkpoint(self, path):
+        # After the writes asked for before: a better checkpoint is on disk before the old goes.
+        if not self.in_background:
+            return super().remove_checkpoint(path)
+        self._submit(super().remove_checkpoint, path)
+
+    def wait(self):
+        pending, self._pending = self._pending, []
+        for write in pending:
+            write.result()  # raises what the write raised
+
+    def teardown(self):
+        self.wait()
+        if self._writer is not None:
+            self._writer.shutdown()
+            self._writer = None
+
+    def _submit(self, function, *args):
+        for done in [write for write in self._pending if write.done()]:
+            self._pending.remove(done)
+            done.result()  # an earlier write failed: say so now, not at the end of training
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-writer")
+        self._pending.append(self._writer.submit(function, *args))
+
+    def _write(self, checkpoint, path: Path, arrived: torch.cuda.Event | None = None):
         step = int(checkpoint.get("global_step", -1))
         existing = self.steps.get(str(path))
         if existing is None and path.exists():
@@ -80,6 +122,8 @@ class ForwardOnlyCheckpointIO(TorchCheckpointIO):
         if existing is not None and existing > step:
             rank_zero_warn(f"Not saving {path} at step {step}: it holds step {existing}, newer work.")
             return
+        if arrived is not None:
+            arrived.synchronize()  # this thread waits for the copies from the GPU; training does not
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(path.name + PARTIAL)
         with open(partial, "wb") as file:
@@ -93,6 +137,42 @@ class ForwardOnlyCheckpointIO(TorchCheckpointIO):
         finally:
             os.close(directory)
         self.steps[str(path)] = step
+
+
+def host_snapshot(checkpoint):
+    """The checkpoint with each tensor copied to the host as it is now, and an event that
+    marks the copies from the GPU done (None without a GPU). A GPU tensor is copied
+    non-blocking into pinned memory, in stream order: the host does not wait, and the next
+    step's updates come after the copy. A CPU tensor is cloned: training changes some in
+    place (the optimizer's step counts). Containers keep their type and attributes."""
+
+    def snapshot(value):
+        if isinstance(value, torch.Tensor):
+            value = value.detach()
+            return value.to("cpu", non_blocking=True) if value.is_cuda else value.clone()
+        if isinstance(value, dict):
+            copied = copy.copy(value)  # e.g. a state_dict's _metadata (module versions)
+            for key, item in value.items():
+                copied[key] = snapshot(item)
+            return copied
+        if isinstance(value, list | tuple):
+            items = [snapshot(item) for item in value]
+            return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)  # namedtuple
+        return value
+
+    copied = snapshot(checkpoint)
+    arrived = None
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        arrived = torch.cuda.Event()
+        arrived.record()
+    return copied, arrived
+
+
+def wait_for_checkpoint_writes(trainer: pl.Trainer) -> None:
+    """Until the checkpoints asked for are on disk (before a process leaves by os._exit)."""
+    wait = getattr(trainer.strategy.checkpoint_io, "wait", None)
+    if wait is not None:
+        wait()
 
 
 class LastCheckpoint(ModelCheckpoint):
@@ -121,18 +201,22 @@ class TimedCheckpoint(pl.Callback):
     Rank 0's clock decides; several ranks agree on its answer about every `agree_every_seconds`
     (one small all-reduce then, none per step; one process needs none). Also installs
     ForwardOnlyCheckpointIO where the strategy uses Lightning's plain torch.save (DeepSpeed and
-    sharded strategies write their own formats)."""
+    sharded strategies write their own formats), with every checkpoint's file written in the
+    background if `write_in_background`."""
 
-    def __init__(self, dirpath: str, every_minutes: float = 30, agree_every_seconds: float = 10):
+    def __init__(
+        self, dirpath: str, every_minutes: float = 30, agree_every_seconds: float = 10, write_in_background: bool = True
+    ):
         self.path = Path(dirpath) / "last.ckpt"
         self.seconds = every_minutes * 60
         self.agreement = AgreedFlag(agree_every_seconds)
         self.last_save = time.monotonic()
         self.checked_step = -1
+        self.write_in_background = write_in_background
 
     def setup(self, trainer, pl_module, stage):
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
-            trainer.strategy.checkpoint_io = ForwardOnlyCheckpointIO()
+            trainer.strategy.checkpoint_io = ForwardOnlyCheckpointIO(self.write_in_background)
 
     def on_train_start(self, trainer, pl_module):
         self.last_save = time.monotonic()

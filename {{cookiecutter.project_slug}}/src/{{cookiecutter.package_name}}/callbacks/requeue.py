@@ -19,6 +19,7 @@ from lightning_fabric.plugins.environments import SLURMEnvironment, TorchElastic
 from pytorch_lightning.utilities import rank_zero_info
 
 from .agreement import AgreedFlag
+from .checkpoints import wait_for_checkpoint_writes
 
 
 class SlurmRequeue(pl.Callback):
@@ -47,6 +48,7 @@ class SlurmRequeue(pl.Callback):
         path = trainer._checkpoint_connector.hpc_save_path(trainer.default_root_dir)  # where Lightning resumes from
         rank_zero_info(f"{self.signum.name}: saving {path} and requeueing the job")
         trainer.save_checkpoint(path)  # ends with a barrier: every rank gets here before the requeue
+        wait_for_checkpoint_writes(trainer)  # rank 0's file on disk before the requeue kills the job
         if trainer.is_global_zero:
             subprocess.run(["scontrol", "requeue", _job_id()], check=False)
         # Leave now, on every rank: the requeue kills this job step, and a rank that went on

@@ -19,7 +19,7 @@ from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from ..launch.run_directory import shown
 from .agreement import AgreedFlag
-from .checkpoints import newest_checkpoint
+from .checkpoints import newest_checkpoint, wait_for_checkpoint_writes
 
 EXIT_CODES = {"SIGTERM": 128 + signal.SIGTERM, "Ctrl-C": 128 + signal.SIGINT}
 
@@ -98,6 +98,7 @@ class SaveOnStop(pl.Callback):
             return False
         checkpoint = trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
         strategy.save_checkpoint(checkpoint, self.path)  # DDP: rank 0 only
+        wait_for_checkpoint_writes(trainer)  # on disk before the line that names it
         return True
 
 

@@ -147,6 +147,7 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     row("callbacks.last_checkpoint.every_n_epochs", positive_int, "an integer >= 1 (1: every epoch)", 10),
     row("callbacks.timed_checkpoint.every_minutes", non_negative_number, "a number >= 0 (0: only at epoch ends)", 30),
     row("callbacks.timed_checkpoint.agree_every_seconds", positive_number, "a number > 0 (seconds)", 10),
+    row("callbacks.timed_checkpoint.write_in_background", boolean, "true or false", "true"),
     row("callbacks.save_on_stop.agree_every_seconds", positive_number, "a number > 0 (seconds)", 1),
 ]
 
