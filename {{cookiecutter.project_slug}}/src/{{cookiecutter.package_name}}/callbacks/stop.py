@@ -81,6 +81,7 @@ class SaveOnStop(pl.Callback):
             reason, saved = "Ctrl-C", False
         else:
             return
+        wait_for_checkpoint_writes(trainer)  # every file asked for on disk before the line that names one
         self.exit_code = EXIT_CODES[reason]
         if not trainer.is_global_zero:
             return
@@ -98,7 +99,6 @@ class SaveOnStop(pl.Callback):
             return False
         checkpoint = trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
         strategy.save_checkpoint(checkpoint, self.path)  # DDP: rank 0 only
-        wait_for_checkpoint_writes(trainer)  # on disk before the line that names it
         return True
 
 
