@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# The GPU figures of the generated docs/gpu-results.md, for a maintainer with a GPU machine
+# that has no network (issue 10's targets, every strategy on one GPU, the suite on a GPU).
+#
+#   bash tools/gpu-figures.sh prepare        # here, with the package index: .whl/ and .gpu/
+#   bash tools/gpu-figures.sh targets        # there: issue 10's speed targets, with a summary
+#   bash tools/gpu-figures.sh strategies     # there: every strategy on one GPU, 3 epochs each
+#   bash tools/gpu-figures.sh tests [ARGS]   # there: the generated suite (pytest ARGS, default tests)
+#
+# "There" is the checkout's copy on the GPU machine, with .whl/ and .gpu/ sent along (both
+# ignored by git). Logs and JSON go to $LOGS (default /tmp/gpu-figures), the summary is
+# printed, and where $OUT is set (the device tool's folder that comes back) the summary and a
+# tarball of the logs are copied there. Torch, Lightning and pytest come from that machine's
+# Python; the rest from .whl/, installed into $HOME/site without the network.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LOGS=${LOGS:-/tmp/gpu-figures}
+RUNS=/tmp/gpu-figures-runs  # the training runs' directories (checkpoints): not sent back
+mkdir -p "$LOGS"
+PYTHON=${PYTHON:-python3}
+
+prepare() {
+  set -e
+  local py=${GPU_PYTHON_VERSION:-3.12}  # that machine's Python
+  rm -rf .whl .gpu
+  pip download -q --no-deps --only-binary=:all: --python-version "$py" --implementation cp \
+    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any -d .whl \
+    hydra-core==1.3.8 omegaconf==2.3.0 hjson pydantic pydantic-core annotated-types typing-inspection typing-extensions \
+    submitit==1.5.4 hydra-submitit-launcher==1.2.0
+  pip download -q --no-deps --no-binary=:all: -d .whl deepspeed==0.19.8 antlr4-python3-runtime==4.9.3
+  cookiecutter . --no-input --output-dir .gpu
+  echo "prepared .whl/ ($(du -sh .whl | cut -f1)) and $(ls -d .gpu/*); send both (carry) and run there:"
+  echo "  bash tools/gpu-figures.sh targets"
+}
+
+setup() {  # on the GPU machine: about 25 s
+  local site=$HOME/site
+  $PYTHON -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl || exit 1
+  $PYTHON -m pip install -q --no-index --no-deps --no-build-isolation --target "$site" .whl/antlr4-python3-runtime-*.tar.gz || exit 1
+  DS_BUILD_OPS=0 $PYTHON -m pip install -q --no-index --no-deps --no-build-isolation --target "$site" \
+    .whl/deepspeed-*.tar.gz >/dev/null 2>&1 || echo "gpu-figures: DeepSpeed did not install; its rows will fail"
+  local projects=("$PWD"/.gpu/*/) packages
+  PROJECT=${projects[0]}
+  packages=("$PROJECT"src/*/)
+  PACKAGE=$(basename "${packages[0]}")
+  export PYTHONPATH=$site:${PROJECT}src PYTHONUNBUFFERED=1
+  cd "$PROJECT" || exit 1
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$LOGS/machine.txt"
+  $PYTHON -c "import sys, torch, pytorch_lightning as pl; print('python', sys.version.split()[0], 'torch', torch.__version__, 'lightning', pl.__version__)" | tee -a "$LOGS/machine.txt"
+}
+
+# run NAME COMMAND...: the command's output in $LOGS/NAME.log; its exit code and time printed
+run() {
+  local name=$1 start=$SECONDS
+  shift
+  echo "== $name: $*"
+  "$@" >"$LOGS/$name.log" 2>&1
+  local code=$?
+  echo "   exit $code in $((SECONDS - start)) s"
+  return 0
+}
+
+targets() {
+  local bench=(-m "$PACKAGE.benchmark")
+  run b128-eager "$PYTHON" "${bench[@]}" --steps 300 --repeats 3 --json "$LOGS/b128-eager.json"
+  run b128-compiled "$PYTHON" "${bench[@]}" --compile reduce-overhead --warmup 20 --steps 300 --repeats 3 \
+    --json "$LOGS/b128-compiled.json"
+  run b1024-bf16 "$PYTHON" "${bench[@]}" --steps 200 --repeats 3 data.batch_size=1024 trainer.precision=bf16-mixed \
+    --json "$LOGS/b1024-bf16.json"
+  run b1024-bf16-compiled "$PYTHON" "${bench[@]}" --compile reduce-overhead --warmup 20 --steps 200 --repeats 3 \
+    data.batch_size=1024 trainer.precision=bf16-mixed --json "$LOGS/b1024-bf16-compiled.json"
+  run overhead "$PYTHON" -m "$PACKAGE.benchmark.overhead" --json "$LOGS/overhead.json"
+  run train-compiled "$PYTHON" train.py data=synthetic data.num_samples=60000 speed.compile=reduce-overhead \
+    trainer.max_epochs=3 "output_dir=$RUNS"
+  summary
+}
+
+strategies() {
+  local strategy
+  for strategy in ddp deepspeed_stage_1 deepspeed_stage_2 deepspeed_stage_3 deepspeed_json fsdp fsdp2 \
+    deepspeed_stage_3_offload; do
+    run "strategy-$strategy" "$PYTHON" train.py data=synthetic data.num_samples=60000 "strategy=$strategy" \
+      trainer.max_epochs=3 "output_dir=$RUNS"
+  done
+  summary
+}
+
+tests() {
+  # Debian's apt-get would try the network for Slurm: the tests that need it skip instead.
+  mkdir -p "$LOGS/bin" && printf '#!/bin/sh\nexit 1\n' >"$LOGS/bin/apt-get" && chmod +x "$LOGS/bin/apt-get"
+  PATH=$LOGS/bin:$PATH run tests "$PYTHON" -m pytest -n "${WORKERS:-14}" -rfE -p no:benchmark "${@:-tests}"
+  tail -n 30 "$LOGS/tests.log"
+}
+
+# The figures against issue 10's targets, and one line per training run.
+summary() {
+  $PYTHON - "$LOGS" <<'EOF'
+import json, re, sys
+from pathlib import Path
+
+out = Path(sys.argv[1])
+
+def bench(name):
+    path = out / f"{name}.json"
+    if not path.exists():
+        return None
+    figures = json.loads(path.read_text())
+    return figures["ways"]["plain"]["median"], figures["ways"]["lightning"]["median"], figures["ratio_median"]
+
+def last_epoch(name):
+    path = out / f"{name}.log"
+    found = re.findall(r"Throughput of the last epoch: (\d+) samples/s", path.read_text()) if path.exists() else []
+    return float(found[-1]) if found else None
+
+rows = []
+for name, what, target in (
+    ("b128-eager", "batch 128 eager: Lightning / plain", None),
+    ("b128-compiled", "batch 128 compiled: Lightning / plain compiled", 0.9),
+    ("b1024-bf16", "batch 1024 bf16: Lightning / tuned plain", 0.98),
+):
+    got = bench(name)
+    if got:
+        met = "" if target is None else ("met" if got[2] >= target else "not met")
+        rows.append(f"{what}: plain {got[0]:,.0f}, Lightning {got[1]:,.0f} samples/s, ratio {got[2]:.3f} {met}")
+got = bench("b1024-bf16-compiled")
+if got:
+    met = "met" if got[1] >= 250_000 else "not met"
+    rows.append(f"batch 1024 bf16 compiled: Lightning {got[1]:,.0f} samples/s (>= 250,000 {met}; plain {got[0]:,.0f})")
+if (out / "overhead.json").exists():
+    overhead = json.loads((out / "overhead.json").read_text())
+    added = {name: value["wall"] for name, value in overhead["added_us_per_step"].items()}
+    ways = {name: value["wall"] for name, value in overhead["us_per_step"].items()}
+    met = "met" if added["project-bare"] < 100 else "not met"
+    rows.append(
+        f"project over bare Lightning: {added['project-bare']:.0f} us/step (< 100 {met}; of it data "
+        f"{added['project-bare'] - added['project-bare-data']:.0f}); bare over plain {added['bare-plain']:.0f}; "
+        + ", ".join(f"{name} {value:.0f}" for name, value in ways.items())
+    )
+for log in sorted(out.glob("*.log")):
+    samples = last_epoch(log.stem)
+    if samples and (log.stem.startswith("train") or log.stem.startswith("strategy")):
+        epoch = 60000 / samples
+        note = f" (epoch <= 1 s {'met' if epoch <= 1 else 'not met'})" if log.stem == "train-compiled" else ""
+        rows.append(f"{log.stem}: last epoch {samples:,.0f} samples/s, {epoch:.2f} s an epoch{note}")
+print("\n".join(rows) or "no figures yet")
+(out / "summary.txt").write_text("\n".join(rows) + "\n")
+EOF
+}
+
+# Where the device tool collects files (at most 8): the summary and one tarball of the logs.
+send_back() {
+  if [[ -n ${OUT:-} ]]; then
+    cp "$LOGS/summary.txt" "$OUT/" 2>/dev/null
+    tar czf "$OUT/$1.tar.gz" -C "$LOGS" . && echo "logs: $OUT/$1.tar.gz"
+  fi
+}
+
+case ${1:-} in
+  prepare) prepare ;;
+  targets | strategies) setup && "$1" && send_back "$1" ;;
+  tests) shift && setup && tests "$@" && send_back tests ;;
+  summary) summary ;;
+  *) sed -n '2,14p' "$0" && exit 2 ;;
+esac
