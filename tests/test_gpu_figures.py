@@ -1,0 +1,47 @@
+"""tools/gpu-figures.sh summarises what the benchmark, its overhead command and train.py write.
+A GPU machine is lent rarely and briefly: the summary is checked here against their real
+output (short runs on the CPU), so that it still reads them when one is."""
+
+import os
+import subprocess
+import sys
+
+from conftest import TEMPLATE
+
+CPU = "trainer.accelerator=cpu"  # also where a GPU is: short CPU runs
+
+
+def test_the_summary_reads_what_the_commands_write(default_project, tmp_path):
+    package = default_project.name.replace("-", "_")
+    env = {**os.environ, "PYTHONPATH": str(default_project / "src"), "OMP_NUM_THREADS": "1"}
+    short = ["--steps=2", "--warmup=1", "--repeats=1"]
+    data = ["data.num_samples=256", "data.batch_size=16", "logger=csv", CPU]
+    bench, overhead = ["-m", f"{package}.benchmark"], ["-m", f"{package}.benchmark.overhead", "--batch-size=16"]
+    commands = {  # named as the script names their output
+        "b1024-bf16": [*bench, *short, f"--json={tmp_path}/b1024-bf16.json", *data],
+        "overhead": [*overhead, *short, f"--json={tmp_path}/overhead.json", CPU],
+        "train-compiled": ["train.py", "data=synthetic", *data, "trainer.max_epochs=1", f"output_dir={tmp_path}/runs"],
+    }
+    for name, command in commands.items():
+        result = subprocess.run(
+            [sys.executable, *command], cwd=default_project, env=env, capture_output=True, text=True, timeout=300
+        )
+        assert result.returncode == 0, f"{name}: {result.stdout}\n{result.stderr}"
+        (tmp_path / f"{name}.log").write_text(result.stdout + result.stderr)
+
+    summary = subprocess.run(
+        ["bash", TEMPLATE / "tools" / "gpu-figures.sh", "summary"],
+        env={**env, "LOGS": str(tmp_path), "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert summary.returncode == 0, summary.stderr
+    lines = summary.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == [
+        "batch 1024 bf16",
+        "project over bare Lightning",
+        "train-compiled",
+    ], summary.stdout
+    assert "ratio" in lines[0] and "us/step" in lines[1] and "s an epoch" in lines[2]
+    assert (tmp_path / "summary.txt").read_text().splitlines() == lines
