@@ -4,7 +4,8 @@
 #
 #   bash tools/gpu-figures.sh prepare        # here, with the package index: .whl/ and .gpu/
 #   bash tools/gpu-figures.sh targets        # there: issue 10's speed targets, with a summary
-#   bash tools/gpu-figures.sh strategies     # there: every strategy on one GPU, 3 epochs each
+#   bash tools/gpu-figures.sh strategies [NAMES]  # there: each strategy on one GPU, 3 epochs
+#                                            # (all eight may outlast a 10-min call: name a few)
 #   bash tools/gpu-figures.sh tests [ARGS]   # there: the generated suite (pytest ARGS, default tests)
 #
 # "There" is the checkout's copy on the GPU machine, with .whl/ and .gpu/ sent along (both
@@ -76,9 +77,9 @@ targets() {
 }
 
 strategies() {
-  local strategy
-  for strategy in ddp deepspeed_stage_1 deepspeed_stage_2 deepspeed_stage_3 deepspeed_json fsdp fsdp2 \
-    deepspeed_stage_3_offload; do
+  local strategy all=(ddp deepspeed_stage_1 deepspeed_stage_2 deepspeed_stage_3 deepspeed_json fsdp fsdp2
+    deepspeed_stage_3_offload)
+  for strategy in "${@:-${all[@]}}"; do
     run "strategy-$strategy" "$PYTHON" train.py data=synthetic data.num_samples=60000 "strategy=$strategy" \
       trainer.max_epochs=3 "output_dir=$RUNS"
   done
@@ -157,8 +158,8 @@ send_back() {
 
 case ${1:-} in
   prepare) prepare ;;
-  targets | strategies) setup && "$1" && send_back "$1" ;;
-  tests) shift && setup && tests "$@" && send_back tests ;;
+  targets) setup && targets && send_back targets ;;
+  strategies | tests) group=$1 && shift && setup && "$group" "$@" && send_back "$group" ;;
   summary) summary ;;
-  *) sed -n '2,14p' "$0" && exit 2 ;;
+  *) sed -n '2,15p' "$0" && exit 2 ;;
 esac
