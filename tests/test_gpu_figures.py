@@ -1,6 +1,6 @@
-"""tools/gpu-figures.sh summarises what the benchmark, its overhead command and train.py write.
-A GPU machine is lent rarely and briefly: the summary is checked here against their real
-output (short runs on the CPU), so that it still reads them when one is."""
+"""tools/gpu-figures.sh summarises what the benchmark, its overhead and epoch-end commands and
+train.py write. A GPU machine is lent rarely and briefly: the summary is checked here against
+their real output (short runs on the CPU), so that it still reads them when one is."""
 
 import os
 import subprocess
@@ -20,6 +20,7 @@ def test_the_summary_reads_what_the_commands_write(default_project, tmp_path):
     commands = {  # named as the script names their output
         "b1024-bf16": [*bench, *short, f"--json={tmp_path}/b1024-bf16.json", *data],
         "overhead": [*overhead, *short, f"--json={tmp_path}/overhead.json", CPU],
+        "epoch-end": ["-m", f"{package}.benchmark.epoch_end", "--epochs=3", "--batches=2", *data],
         "train-compiled": ["train.py", "data=synthetic", *data, "trainer.max_epochs=1", f"output_dir={tmp_path}/runs"],
     }
     for name, command in commands.items():
@@ -41,7 +42,8 @@ def test_the_summary_reads_what_the_commands_write(default_project, tmp_path):
     assert [line.split(":")[0] for line in lines] == [
         "batch 1024 bf16",
         "project over bare Lightning",
+        "between epochs, batch 1024 bf16",
         "train-compiled",
     ], summary.stdout
-    assert "ratio" in lines[0] and "us/step" in lines[1] and "s an epoch" in lines[2]
+    assert "ratio" in lines[0] and "us/step" in lines[1] and " ms" in lines[2] and "s an epoch" in lines[3]
     assert (tmp_path / "summary.txt").read_text().splitlines() == lines

@@ -71,6 +71,7 @@ targets() {
   run b1024-bf16-compiled "$PYTHON" "${bench[@]}" --compile reduce-overhead --warmup 20 --steps 200 --repeats 3 \
     data.batch_size=1024 trainer.precision=bf16-mixed --json "$LOGS/b1024-bf16-compiled.json"
   run overhead "$PYTHON" -m "$PACKAGE.benchmark.overhead" --json "$LOGS/overhead.json"
+  run epoch-end "$PYTHON" -m "$PACKAGE.benchmark.epoch_end" data.batch_size=1024 trainer.precision=bf16-mixed
   run train-compiled "$PYTHON" train.py data=synthetic data.num_samples=60000 speed.compile=reduce-overhead \
     trainer.max_epochs=3 "output_dir=$RUNS"
   summary
@@ -137,6 +138,10 @@ if (out / "overhead.json").exists():
         f"{added['project-bare'] - added['project-bare-data']:.0f}); bare over plain {added['bare-plain']:.0f}; "
         + ", ".join(f"{name} {value:.0f}" for name, value in ways.items())
     )
+epoch_end = out / "epoch-end.log"
+found = re.findall(r"^epoch ends: .*", epoch_end.read_text(), re.M) if epoch_end.exists() else []
+if found:
+    rows.append(f"between epochs, batch 1024 bf16: {found[-1]}")
 for log in sorted(out.glob("*.log")):
     samples = last_epoch(log.stem)
     if samples and (log.stem.startswith("train") or log.stem.startswith("strategy")):

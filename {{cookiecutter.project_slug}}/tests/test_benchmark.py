@@ -75,6 +75,13 @@ def test_scaling_prints_the_table(tmp_path):
     assert re.search(r"^\| 2 \| \d+ \| [\d.]+ \| [\d.]+ \| \d+% \|$", stdout, re.M), stdout
 
 
+def test_epoch_end_command_prints_the_gap_between_epochs(tmp_path):
+    args = ["--epochs=3", "--batches=2", "--count-calls", "data.batch_size=16", "logger=csv", CPU]
+    stdout = run_module("benchmark.epoch_end", *args, cwd=tmp_path).stdout
+    line = rf"^epoch ends: 1 after the first, median {NUMBER}+ ms, \d+ Python calls \(timed while counting\); "
+    assert re.search(line + r"batch 16, 2 batches an epoch, on cpu; torch ", stdout, re.M), stdout
+
+
 def test_overhead_command_prints_microseconds_per_step(tmp_path):
     args = ["--steps=3", "--warmup=1", "--repeats=1", "--batch-size=16", "logger=csv", CPU]
     stdout = run_module("benchmark.overhead", *args, f"--json={tmp_path / 'overhead.json'}", cwd=tmp_path).stdout
@@ -120,17 +127,22 @@ def test_benchmark_refuses_more_processes_than_gpus(monkeypatch, capsys):
 
 
 # module, its arguments, a part of the one line it must print (exit 2, before any way trains)
+ONE_STEP = ["--steps=1", "--warmup=1", "--repeats=1"]
 BAD_OVERRIDES = [
-    ("benchmark.__main__", ["data.batch_size=abc"], "ERROR: data.batch_size=abc: an integer >= 1"),
-    ("benchmark.__main__", ["--processes=2", "model=resnet"], "ERROR: model=resnet: no such choice of model"),
-    ("benchmark.__main__", ["trainer.sync_batchnorm=true", CPU], "ERROR: trainer.sync_batchnorm=true works only on"),
-    ("benchmark.overhead", ["logger=null"], "ERROR: logger=null: logger is a config group"),
-    ("benchmark.overhead", ["foo=1"], "ERROR: foo=1: no such key in the config"),
-    ("benchmark.scaling", ["--processes=1,2", "trainer.precision=17"], "ERROR: trainer.precision=17: one of"),
+    ("benchmark.__main__", [*ONE_STEP, "data.batch_size=abc"], "ERROR: data.batch_size=abc: an integer >= 1"),
+    ("benchmark.__main__", [*ONE_STEP, "--processes=2", "model=resnet"], "ERROR: model=resnet: no such choice of"),
+    ("benchmark.__main__", [*ONE_STEP, "trainer.sync_batchnorm=true", CPU], "ERROR: trainer.sync_batchnorm=true works"),
+    ("benchmark.overhead", [*ONE_STEP, "logger=null"], "ERROR: logger=null: logger is a config group"),
+    ("benchmark.overhead", [*ONE_STEP, "foo=1"], "ERROR: foo=1: no such key in the config"),
+    ("benchmark.scaling", [*ONE_STEP, "--processes=1,2", "trainer.precision=17"], "ERROR: trainer.precision=17: one"),
+    ("benchmark.epoch_end", ["--epochs=3", "data.batch_sise=16"], "ERROR: data.batch_sise=16: no such key"),
 ]
 
 
-@pytest.mark.parametrize(("module", "args", "message"), BAD_OVERRIDES, ids=[" ".join(row[1]) for row in BAD_OVERRIDES])
+BAD_OVERRIDE_IDS = [" ".join(arg for arg in args if arg not in ONE_STEP) for _, args, _ in BAD_OVERRIDES]
+
+
+@pytest.mark.parametrize(("module", "args", "message"), BAD_OVERRIDES, ids=BAD_OVERRIDE_IDS)
 def test_benchmarks_stop_a_wrong_override_with_one_line(module, args, message, monkeypatch, capsys, tmp_path):
     """The benchmarks take train.py's overrides and check them as train.py does: one line, exit 2."""
     import importlib
@@ -140,7 +152,7 @@ def test_benchmarks_stop_a_wrong_override_with_one_line(module, args, message, m
         monkeypatch.delenv(name, raising=False)
     main = importlib.import_module(f"{{ cookiecutter.package_name }}.{module}").main
     with pytest.raises(SystemExit) as stopped:
-        main(["--steps=1", "--warmup=1", "--repeats=1", *args])
+        main(args)
     assert stopped.value.code == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(message) and "Fix: " in line, line
