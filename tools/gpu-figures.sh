@@ -2,12 +2,15 @@
 # The GPU figures of the generated docs/gpu-results.md, for a maintainer with a GPU machine
 # that has no network (issue 10's targets, every strategy on one GPU, the suite on a GPU).
 #
-#   bash tools/gpu-figures.sh prepare        # here, with the package index: .whl/ and .gpu/
-#   bash tools/gpu-figures.sh targets        # there: issue 10's speed targets, with a summary
+#   bash tools/gpu-figures.sh prepare             # here, with the package index: .whl/ and .gpu/
+#   bash tools/gpu-figures.sh targets [NAMES]     # there: issue 10's speed targets, summarised
 #   bash tools/gpu-figures.sh strategies [NAMES]  # there: each strategy on one GPU, 3 epochs
-#                                            # (all eight may outlast a 10-min call: name a few)
-#   bash tools/gpu-figures.sh tests [ARGS]   # there: the generated suite (pytest ARGS, default tests)
+#   bash tools/gpu-figures.sh tests [ARGS]        # there: the generated suite (pytest ARGS)
 #
+# Targets: b128-eager b128-compiled b1024-bf16 b1024-bf16-compiled overhead epoch-end
+# train-compiled; strategies: ddp deepspeed_stage_1 ... (strategies()). All of either may
+# outlast one device call's 10 minutes: name a few per call; the logs add up in $LOGS only
+# within one machine's lease.
 # "There" is the checkout's copy on the GPU machine, with .whl/ and .gpu/ sent along (both
 # ignored by git). Logs and JSON go to $LOGS (default /tmp/gpu-figures), the summary is
 # printed, and where $OUT is set (the device tool's folder that comes back) the summary and a
@@ -61,19 +64,29 @@ run() {
   return 0
 }
 
+# One command per target (their names are the logs' names); all of them by default.
+target() {
+  local bench=(-m "$PACKAGE.benchmark") b1024=(data.batch_size=1024 trainer.precision=bf16-mixed)
+  case $1 in
+    b128-eager) run "$1" "$PYTHON" "${bench[@]}" --steps 300 --repeats 3 --json "$LOGS/$1.json" ;;
+    b128-compiled) run "$1" "$PYTHON" "${bench[@]}" --compile reduce-overhead --warmup 20 --steps 300 --repeats 3 \
+      --json "$LOGS/$1.json" ;;
+    b1024-bf16) run "$1" "$PYTHON" "${bench[@]}" --steps 200 --repeats 3 "${b1024[@]}" --json "$LOGS/$1.json" ;;
+    b1024-bf16-compiled) run "$1" "$PYTHON" "${bench[@]}" --compile reduce-overhead --warmup 20 --steps 200 \
+      --repeats 3 "${b1024[@]}" --json "$LOGS/$1.json" ;;
+    overhead) run "$1" "$PYTHON" -m "$PACKAGE.benchmark.overhead" --json "$LOGS/$1.json" ;;
+    epoch-end) run "$1" "$PYTHON" -m "$PACKAGE.benchmark.epoch_end" "${b1024[@]}" ;;
+    train-compiled) run "$1" "$PYTHON" train.py data=synthetic data.num_samples=60000 speed.compile=reduce-overhead \
+      trainer.max_epochs=3 "output_dir=$RUNS" ;;
+    *) echo "gpu-figures: no target $1" && return 1 ;;
+  esac
+}
+
 targets() {
-  local bench=(-m "$PACKAGE.benchmark")
-  run b128-eager "$PYTHON" "${bench[@]}" --steps 300 --repeats 3 --json "$LOGS/b128-eager.json"
-  run b128-compiled "$PYTHON" "${bench[@]}" --compile reduce-overhead --warmup 20 --steps 300 --repeats 3 \
-    --json "$LOGS/b128-compiled.json"
-  run b1024-bf16 "$PYTHON" "${bench[@]}" --steps 200 --repeats 3 data.batch_size=1024 trainer.precision=bf16-mixed \
-    --json "$LOGS/b1024-bf16.json"
-  run b1024-bf16-compiled "$PYTHON" "${bench[@]}" --compile reduce-overhead --warmup 20 --steps 200 --repeats 3 \
-    data.batch_size=1024 trainer.precision=bf16-mixed --json "$LOGS/b1024-bf16-compiled.json"
-  run overhead "$PYTHON" -m "$PACKAGE.benchmark.overhead" --json "$LOGS/overhead.json"
-  run epoch-end "$PYTHON" -m "$PACKAGE.benchmark.epoch_end" data.batch_size=1024 trainer.precision=bf16-mixed
-  run train-compiled "$PYTHON" train.py data=synthetic data.num_samples=60000 speed.compile=reduce-overhead \
-    trainer.max_epochs=3 "output_dir=$RUNS"
+  local name all=(b128-eager b128-compiled b1024-bf16 b1024-bf16-compiled overhead epoch-end train-compiled)
+  for name in "${@:-${all[@]}}"; do
+    target "$name" || return 1
+  done
   summary
 }
 
@@ -163,8 +176,7 @@ send_back() {
 
 case ${1:-} in
   prepare) prepare ;;
-  targets) setup && targets && send_back targets ;;
-  strategies | tests) group=$1 && shift && setup && "$group" "$@" && send_back "$group" ;;
+  targets | strategies | tests) group=$1 && shift && setup && "$group" "$@" && send_back "$group" ;;
   summary) summary ;;
-  *) sed -n '2,15p' "$0" && exit 2 ;;
+  *) sed -n '2,18p' "$0" && exit 2 ;;
 esac
