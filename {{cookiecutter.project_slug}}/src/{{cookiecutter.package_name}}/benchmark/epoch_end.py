@@ -28,7 +28,7 @@ from omegaconf import open_dict
 
 from ..launch.command_line import stop
 from ..launch.errors import SetupError
-from .lightning_path import monitors_validation
+from .lightning_path import without_validation
 
 
 class TimeEpochEnds(pl.Callback):
@@ -89,9 +89,7 @@ def epoch_end_config(args: argparse.Namespace, output_dir: str):
         cfg.data.num_samples = args.batches * cfg.data.batch_size
         cfg.trainer.max_epochs, cfg.trainer.max_steps = args.epochs, -1
         cfg.trainer.limit_train_batches = None
-        cfg.trainer.limit_val_batches, cfg.trainer.num_sanity_val_steps = 0, 0
-        for name in [name for name, callback in cfg.callbacks.items() if monitors_validation(callback)]:
-            del cfg.callbacks[name]  # nothing to monitor without validation
+        without_validation(cfg)
         cfg.callbacks.time_epoch_ends = {
             "_target_": f"{__name__}.TimeEpochEnds",
             "batches": args.batches,

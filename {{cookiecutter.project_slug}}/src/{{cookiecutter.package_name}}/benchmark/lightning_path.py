@@ -46,6 +46,16 @@ def monitors_validation(callback) -> bool:
     return isinstance(callback, DictConfig) and str(callback.get("monitor") or "").startswith("val/")
 
 
+def without_validation(cfg: DictConfig) -> None:
+    """The plain loop does not validate: neither do the benchmarks' runs (validation is not timed
+    anyway), so a checkpoint that follows a validation value, which would only warn at each
+    epoch's end, is left out. Call inside open_dict."""
+    cfg.trainer.limit_val_batches = 0
+    cfg.trainer.num_sanity_val_steps = 0
+    for name in [name for name, callback in cfg.callbacks.items() if monitors_validation(callback)]:
+        del cfg.callbacks[name]
+
+
 def timed_run(
     cfg: DictConfig, warmup: int, steps: int, compile_mode: str | None = None, count: str | None = None
 ) -> StepWindow:
@@ -61,12 +71,7 @@ def timed_run(
         cfg.trainer.max_steps = warmup + steps
         cfg.trainer.max_epochs = warmup + steps  # enough: max_steps stops it
         cfg.trainer.limit_train_batches = None
-        # The plain loop does not validate: neither does this (validation is not timed anyway).
-        cfg.trainer.limit_val_batches = 0
-        cfg.trainer.num_sanity_val_steps = 0
-        # So a checkpoint that follows a validation value would only warn at each epoch's end.
-        for name in [name for name, callback in cfg.callbacks.items() if monitors_validation(callback)]:
-            del cfg.callbacks[name]
+        without_validation(cfg)
         cfg.callbacks.benchmark_timer = {
             "_target_": f"{__name__}.TimeSteps",
             "warmup": warmup,

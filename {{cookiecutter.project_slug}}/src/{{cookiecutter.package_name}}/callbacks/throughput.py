@@ -45,10 +45,10 @@ class Throughput(pl.Callback):
         if trainer.world_size > 1:  # every rank, also with nothing measured: it is a collective
             here = torch.tensor(total, device=trainer.strategy.root_device)
             total = float(trainer.strategy.reduce(here, reduce_op="sum"))
-        figures = {TOTAL: torch.tensor(total), PER_RANK: torch.tensor(total / trainer.world_size)}
+        figures = {TOTAL: total, PER_RANK: total / trainer.world_size}
         for logger in trainer.loggers:  # rank 0 writes; the file is flushed at the logger's next save
-            logger.log_metrics({name: float(value) for name, value in figures.items()}, step=trainer.global_step)
-        trainer.callback_metrics.update(figures)
+            logger.log_metrics(figures, step=trainer.global_step)
+        trainer.callback_metrics.update({name: torch.tensor(value) for name, value in figures.items()})
         trainer.progress_bar_metrics[TOTAL] = round(total)
 
     def on_train_end(self, trainer, pl_module):
