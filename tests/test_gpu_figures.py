@@ -30,20 +30,53 @@ def test_the_summary_reads_what_the_commands_write(default_project, tmp_path):
         assert result.returncode == 0, f"{name}: {result.stdout}\n{result.stderr}"
         (tmp_path / f"{name}.log").write_text(result.stdout + result.stderr)
 
-    summary = subprocess.run(
-        ["bash", TEMPLATE / "tools" / "gpu-figures.sh", "summary"],
-        env={**env, "LOGS": str(tmp_path), "PYTHON": sys.executable},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert summary.returncode == 0, summary.stderr
-    lines = summary.stdout.splitlines()
+    lines = summarise(tmp_path)
     assert [line.split(":")[0] for line in lines] == [
         "batch 1024 bf16",
         "project over bare Lightning",
         "between epochs, batch 1024 bf16",
         "train-compiled",
-    ], summary.stdout
+    ], lines
     assert "ratio" in lines[0] and "us/step" in lines[1] and " ms" in lines[2] and "s an epoch" in lines[3]
     assert (tmp_path / "summary.txt").read_text().splitlines() == lines
+
+
+# What `horovodrun --check-build` of Horovod 0.28.1 printed at the end of a CPU build here (MPI
+# found): the GPU machine's summary says whether its build has NCCL, or that it failed.
+CHECK_BUILD = """Horovod v0.28.1:
+
+Available Frameworks:
+    [ ] TensorFlow
+    [X] PyTorch
+    [ ] MXNet
+
+Available Controllers:
+    [X] MPI
+    [X] Gloo
+
+Available Tensor Operations:
+    [ ] NCCL
+    [ ] DDL
+    [ ] CCL
+    [X] MPI
+    [X] Gloo
+"""
+
+
+def summarise(logs):
+    summary = subprocess.run(
+        ["bash", TEMPLATE / "tools" / "gpu-figures.sh", "summary"],
+        env={**os.environ, "LOGS": str(logs), "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert summary.returncode == 0, summary.stderr
+    return summary.stdout.splitlines()
+
+
+def test_the_summary_says_what_the_horovod_build_has(tmp_path):
+    (tmp_path / "horovod-build.log").write_text("install-horovod: building horovod 0.28.1\n" + CHECK_BUILD)
+    assert summarise(tmp_path) == ["horovod build's tensor operations: NCCL no, MPI yes, Gloo yes"]
+    (tmp_path / "horovod-build.log").write_text("CMake Error: could not find CUDA\n")
+    assert summarise(tmp_path) == ["horovod build: failed (horovod-build.log)"]

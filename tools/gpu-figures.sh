@@ -5,6 +5,7 @@
 #   bash tools/gpu-figures.sh prepare             # here, with the package index: .whl/ and .gpu/
 #   bash tools/gpu-figures.sh targets [NAMES]     # there: issue 10's speed targets, summarised
 #   bash tools/gpu-figures.sh strategies [NAMES]  # there: each strategy on one GPU, 3 epochs
+#   bash tools/gpu-figures.sh horovod             # there: Horovod built with NCCL, then trained on one GPU
 #   bash tools/gpu-figures.sh tests [ARGS]        # there: the generated suite (pytest ARGS)
 #
 # Targets: b128-eager b128-compiled b1024-bf16 b1024-bf16-compiled overhead epoch-end
@@ -30,8 +31,8 @@ prepare() {
   pip download -q --no-deps --only-binary=:all: --python-version "$py" --implementation cp \
     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any -d .whl \
     hydra-core==1.3.8 omegaconf==2.3.0 hjson pydantic pydantic-core annotated-types typing-inspection typing-extensions \
-    submitit==1.5.4 hydra-submitit-launcher==1.2.0
-  pip download -q --no-deps --no-binary=:all: -d .whl deepspeed==0.19.8 antlr4-python3-runtime==4.9.3
+    submitit==1.5.4 hydra-submitit-launcher==1.2.0 cffi pycparser
+  pip download -q --no-deps --no-binary=:all: -d .whl deepspeed==0.19.8 antlr4-python3-runtime==4.9.3 horovod==0.28.1
   cookiecutter . --no-input --output-dir .gpu
   echo "prepared .whl/ ($(du -sh .whl | cut -f1)) and $(ls -d .gpu/*); send both (carry) and run there:"
   echo "  bash tools/gpu-figures.sh targets"
@@ -39,10 +40,18 @@ prepare() {
 
 setup() {  # on the GPU machine: about 25 s
   local site=$HOME/site
-  $PYTHON -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl || exit 1
-  $PYTHON -m pip install -q --no-index --no-deps --no-build-isolation --target "$site" .whl/antlr4-python3-runtime-*.tar.gz || exit 1
-  DS_BUILD_OPS=0 $PYTHON -m pip install -q --no-index --no-deps --no-build-isolation --target "$site" \
-    .whl/deepspeed-*.tar.gz >/dev/null 2>&1 || echo "gpu-figures: DeepSpeed did not install; its rows will fail"
+  # Once per machine: the next call on the same warm machine keeps its device time.
+  local carried
+  carried=$(find .whl -type f -printf '%f %s\n' | sort)
+  if [[ $carried != "$(cat "$site/.installed-from" 2>/dev/null)" ]]; then
+    $PYTHON -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl || exit 1
+    $PYTHON -m pip install -q --no-index --no-deps --no-build-isolation --upgrade --target "$site" \
+      .whl/antlr4-python3-runtime-*.tar.gz || exit 1
+    DS_BUILD_OPS=0 $PYTHON -m pip install -q --no-index --no-deps --no-build-isolation --upgrade --target "$site" \
+      .whl/deepspeed-*.tar.gz >/dev/null 2>&1 || echo "gpu-figures: DeepSpeed did not install; its rows will fail"
+    echo "$carried" >"$site/.installed-from"
+  fi
+  TEMPLATE=$PWD
   local projects=("$PWD"/.gpu/*/) packages
   PROJECT=${projects[0]}
   packages=("$PROJECT"src/*/)
@@ -97,6 +106,21 @@ strategies() {
     run "strategy-$strategy" "$PYTHON" train.py data=synthetic data.num_samples=60000 "strategy=$strategy" \
       trainer.max_epochs=3 "output_dir=$RUNS"
   done
+  summary
+}
+
+horovod() {
+  # The project's own build script, offline: pip takes the sdist and cffi from .whl/ (pip's
+  # PIP_NO_INDEX and PIP_FIND_LINKS); CUDA kernels for this GPU only (Horovod's own variable).
+  local cc
+  cc=$($PYTHON -c 'import torch; print("%d%d" % torch.cuda.get_device_capability())' 2>/dev/null) &&
+    export HOROVOD_BUILD_CUDA_CC_LIST=${HOROVOD_BUILD_CUDA_CC_LIST:-$cc}
+  PIP_NO_INDEX=1 PIP_FIND_LINKS=$TEMPLATE/.whl PYTHON=$PYTHON run horovod-build bash scripts/install-horovod.sh
+  tail -n 20 "$LOGS/horovod-build.log"
+  local bin
+  bin=$($PYTHON -c 'import os, sys; print(os.path.dirname(sys.executable))')
+  run strategy-horovod "$bin/horovodrun" -np 1 "$PYTHON" train.py data=synthetic data.num_samples=60000 \
+    strategy=horovod trainer.max_epochs=3 "output_dir=$RUNS"
   summary
 }
 
@@ -155,6 +179,12 @@ epoch_end = out / "epoch-end.log"
 found = re.findall(r"^epoch ends: .*", epoch_end.read_text(), re.M) if epoch_end.exists() else []
 if found:
     rows.append(f"between epochs, batch 1024 bf16: {found[-1]}")
+build = out / "horovod-build.log"
+if build.exists():
+    _, listed, operations = build.read_text().rpartition("Available Tensor Operations")
+    found = {name: mark == "X" for mark, name in re.findall(r"\[([X ])\] (\w+)", operations)} if listed else {}
+    made = ", ".join(f"{name} {'yes' if found.get(name) else 'no'}" for name in ("NCCL", "MPI", "Gloo"))
+    rows.append(f"horovod build's tensor operations: {made}" if found else "horovod build: failed (horovod-build.log)")
 for log in sorted(out.glob("*.log")):
     samples = last_epoch(log.stem)
     if samples and (log.stem.startswith("train") or log.stem.startswith("strategy")):
@@ -176,7 +206,7 @@ send_back() {
 
 case ${1:-} in
   prepare) prepare ;;
-  targets | strategies | tests) group=$1 && shift && setup && "$group" "$@" && send_back "$group" ;;
+  targets | strategies | horovod | tests) group=$1 && shift && setup && "$group" "$@" && send_back "$group" ;;
   summary) summary ;;
   *) sed -n '2,18p' "$0" && exit 2 ;;
 esac
