@@ -9,6 +9,8 @@
 #   bash scripts/install-horovod.sh                  # CPU (gloo) always; CUDA/NCCL, MPI (mpicxx) if found
 #   HOROVOD_CPU_ONLY=1 bash scripts/install-horovod.sh   # skip GPU support even if CUDA is present
 #   HOROVOD_REBUILD=1 bash scripts/install-horovod.sh    # build again, e.g. after loading other modules
+#   HOROVOD_BUILD_CUDA_CC_LIST=90 bash scripts/install-horovod.sh  # CUDA kernels for H100s only (faster build)
+#   PIP_NO_INDEX=1 PIP_FIND_LINKS=DIR bash scripts/install-horovod.sh  # offline: sdist, cffi, pycparser in DIR
 #
 # On a cluster: load the CUDA (and MPI) modules first, then run this in your venv.
 # Build prerequisites: cmake >= 3.13 and a C++20 compiler (g++ >= 10). Takes ~5 minutes.
@@ -38,6 +40,11 @@ print(CUDA_HOME if torch.version.cuda and CUDA_HOME else "")' 2>/dev/null | tail
   fi
 fi
 flavour=$([[ -n $cuda_dir ]] && echo cuda || echo cpu)
+# A build for some GPUs only runs on those: its cached wheel is kept apart.
+built_for=$flavour
+if [[ $flavour == cuda && -n ${HOROVOD_BUILD_CUDA_CC_LIST:-} ]]; then
+  built_for=cuda-cc${HOROVOD_BUILD_CUDA_CC_LIST//,/-}
+fi
 
 built_as_wanted() {
   # Horovod records the framework versions it was built against in horovod/metadata.json;
@@ -65,7 +72,7 @@ if [[ $rebuild != 1 ]] && built_as_wanted; then
 fi
 
 # A wheel built earlier for the same torch, Python, CPU or CUDA, and MPI choice is reused: the build takes minutes.
-cache_dir="$WHEEL_CACHE/torch-$torch_version-$flavour-$([[ $with_mpi == 1 ]] && echo gloo-mpi || echo gloo)"
+cache_dir="$WHEEL_CACHE/torch-$torch_version-$built_for-$([[ $with_mpi == 1 ]] && echo gloo-mpi || echo gloo)"
 py_tag=$("$PYTHON" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
 wheel=$(find "$cache_dir" -maxdepth 1 -name "horovod-$HOROVOD_VERSION-$py_tag-*.whl" 2>/dev/null | head -n 1 || true)
 if [[ -n $wheel && $rebuild != 1 ]]; then
