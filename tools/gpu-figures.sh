@@ -11,7 +11,11 @@
 # Targets: b128-eager b128-compiled b1024-bf16 b1024-bf16-compiled overhead epoch-end
 # train-compiled; strategies: ddp deepspeed_stage_1 ... (strategies()). All of either may
 # outlast one device call's 10 minutes: name a few per call; the logs add up in $LOGS only
-# within one machine's lease.
+# within one machine's lease. A session's device time (30 minutes) fits about four calls; in
+# the order of what issue 10 still lacks: `targets b128-compiled b1024-bf16-compiled
+# train-compiled`, `targets b1024-bf16 overhead epoch-end`, `tests`, `horovod`; then
+# `strategies` and `targets b128-eager` (measured before) if time is left. Each command's
+# time is printed: plan the next call by it.
 # "There" is the checkout's copy on the GPU machine, with .whl/ and .gpu/ sent along (both
 # ignored by git). Logs and JSON go to $LOGS (default /tmp/gpu-figures), the summary is
 # printed, and where $OUT is set (the device tool's folder that comes back) the summary and a
@@ -208,5 +212,5 @@ case ${1:-} in
   prepare) prepare ;;
   targets | strategies | horovod | tests) group=$1 && shift && setup && "$group" "$@" && send_back "$group" ;;
   summary) summary ;;
-  *) sed -n '2,18p' "$0" && exit 2 ;;
+  *) sed -n '2,/^set /{/^set /!p}' "$0" && exit 2 ;;
 esac
