@@ -3,6 +3,7 @@ train.py write. A GPU machine is lent rarely and briefly: the summary is checked
 their real output (short runs on the CPU), so that it still reads them when one is."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -21,7 +22,7 @@ def test_the_summary_reads_what_the_commands_write(default_project, tmp_path):
         "b1024-bf16": [*bench, *short, f"--json={tmp_path}/b1024-bf16.json", *data],
         "overhead": [*overhead, *short, f"--json={tmp_path}/overhead.json", CPU],
         "epoch-end": ["-m", f"{package}.benchmark.epoch_end", "--epochs=3", "--batches=2", *data],
-        "train-compiled": ["train.py", "data=synthetic", *data, "trainer.max_epochs=1", f"output_dir={tmp_path}/runs"],
+        "train-compiled": ["train.py", "data=synthetic", *data, "trainer.max_epochs=1", f"output_root={tmp_path}/runs"],
     }
     for name, command in commands.items():
         result = subprocess.run(
@@ -80,3 +81,13 @@ def test_the_summary_says_what_the_horovod_build_has(tmp_path):
     assert summarise(tmp_path) == ["horovod build's tensor operations: NCCL no, MPI yes, Gloo yes"]
     (tmp_path / "horovod-build.log").write_text("CMake Error: could not find CUDA\n")
     assert summarise(tmp_path) == ["horovod build: failed (horovod-build.log)"]
+
+
+def test_each_training_run_of_the_script_gets_its_own_directory():
+    """Several runs share one machine's lease: with one output_dir the second would stop (a run
+    directory that holds checkpoints is not overwritten); below one output_root each gets its own."""
+    script = (TEMPLATE / "tools" / "gpu-figures.sh").read_text()
+    trainings = re.findall(r"train\.py [^;]*?(?=;|\n\s*(?:run|summary|\}|$))", script, re.S)
+    assert len(trainings) == 3, trainings  # train-compiled, strategies, horovod
+    for command in trainings:
+        assert '"output_root=$RUNS"' in command and "output_dir" not in command, command

@@ -24,7 +24,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOGS=${LOGS:-/tmp/gpu-figures}
-RUNS=/tmp/gpu-figures-runs  # the training runs' directories (checkpoints): not sent back
+RUNS=/tmp/gpu-figures-runs  # a directory per training run below it (checkpoints): not sent back
 mkdir -p "$LOGS"
 PYTHON=${PYTHON:-python3}
 
@@ -90,7 +90,7 @@ target() {
     overhead) run "$1" "$PYTHON" -m "$PACKAGE.benchmark.overhead" --json "$LOGS/$1.json" ;;
     epoch-end) run "$1" "$PYTHON" -m "$PACKAGE.benchmark.epoch_end" "${b1024[@]}" ;;
     train-compiled) run "$1" "$PYTHON" train.py data=synthetic data.num_samples=60000 speed.compile=reduce-overhead \
-      trainer.max_epochs=3 "output_dir=$RUNS" ;;
+      trainer.max_epochs=3 "output_root=$RUNS" ;;
     *) echo "gpu-figures: no target $1" && return 1 ;;
   esac
 }
@@ -108,7 +108,7 @@ strategies() {
     deepspeed_stage_3_offload)
   for strategy in "${@:-${all[@]}}"; do
     run "strategy-$strategy" "$PYTHON" train.py data=synthetic data.num_samples=60000 "strategy=$strategy" \
-      trainer.max_epochs=3 "output_dir=$RUNS"
+      trainer.max_epochs=3 "output_root=$RUNS"
   done
   summary
 }
@@ -124,7 +124,7 @@ horovod() {
   local bin
   bin=$($PYTHON -c 'import os, sys; print(os.path.dirname(sys.executable))')
   run strategy-horovod "$bin/horovodrun" -np 1 "$PYTHON" train.py data=synthetic data.num_samples=60000 \
-    strategy=horovod trainer.max_epochs=3 "output_dir=$RUNS"
+    strategy=horovod trainer.max_epochs=3 "output_root=$RUNS"
   summary
 }
 
