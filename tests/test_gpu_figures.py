@@ -91,3 +91,23 @@ def test_each_training_run_of_the_script_gets_its_own_directory():
     assert len(trainings) == 3, trainings  # train-compiled, strategies, horovod
     for command in trainings:
         assert '"output_root=$RUNS"' in command and "output_dir" not in command, command
+
+
+def test_the_summary_has_the_suites_counts(tmp_path):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_some.py").write_text(
+        "import pytest\n\ndef test_a():\n    pass\n\ndef test_b():\n    assert False\n\n"
+        "@pytest.mark.skip(reason='needs a CUDA GPU')\ndef test_c():\n    pass\n"
+    )
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-rfEs", "-p", "no:cacheprovider", str(suite)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    (logs / "tests.log").write_text(result.stdout + result.stderr)
+    (line,) = summarise(logs)
+    assert re.fullmatch(r"the generated suite: 1 failed, 1 passed, 1 skipped in [\d.]+s", line), line

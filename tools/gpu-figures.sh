@@ -131,8 +131,9 @@ horovod() {
 tests() {
   # Debian's apt-get would try the network for Slurm: the tests that need it skip instead.
   mkdir -p "$LOGS/bin" && printf '#!/bin/sh\nexit 1\n' >"$LOGS/bin/apt-get" && chmod +x "$LOGS/bin/apt-get"
-  PATH=$LOGS/bin:$PATH run tests "$PYTHON" -m pytest -n "${WORKERS:-14}" -rfE -p no:benchmark "${@:-tests}"
-  tail -n 30 "$LOGS/tests.log"
+  PATH=$LOGS/bin:$PATH run tests "$PYTHON" -m pytest -n "${WORKERS:-14}" -rfEs -p no:benchmark "${@:-tests}"
+  tail -n 60 "$LOGS/tests.log"
+  summary
 }
 
 # The figures against issue 10's targets, and one line per training run.
@@ -195,6 +196,10 @@ for log in sorted(out.glob("*.log")):
         epoch = 60000 / samples
         note = f" (epoch <= 1 s {'met' if epoch <= 1 else 'not met'})" if log.stem == "train-compiled" else ""
         rows.append(f"{log.stem}: last epoch {samples:,.0f} samples/s, {epoch:.2f} s an epoch{note}")
+tests = out / "tests.log"
+found = re.findall(r"^=+ (.*\d+ (?:passed|failed).*) =+$", tests.read_text(), re.M) if tests.exists() else []
+if found:
+    rows.append(f"the generated suite: {found[-1]}")
 print("\n".join(rows) or "no figures yet")
 (out / "summary.txt").write_text("\n".join(rows) + "\n")
 EOF
