@@ -65,9 +65,6 @@ def relaunch_with_torchrun(processes: int, argv: list[str]) -> int:
 def compose_config(args: argparse.Namespace, world_size: int, local_world_size: int, output_dir: str):
     """train.py's config with the benchmark's defaults and the user's overrides, checked as
     train.py checks them (SetupError: one line)."""
-    from ..launch.environment import register_resolvers
-
-    register_resolvers()
     chosen = {override.split("=")[0].lstrip("+~") for override in args.overrides}
     defaults = []
     if "data" not in chosen:  # MNIST-shaped and -sized, without a download

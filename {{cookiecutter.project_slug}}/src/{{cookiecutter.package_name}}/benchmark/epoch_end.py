@@ -80,9 +80,7 @@ def epoch_end_config(args: argparse.Namespace, output_dir: str):
     """train.py's config with the overrides, checked as train.py checks it (SetupError: one line)."""
     from ..launch.checks import check_environment
     from ..launch.command_line import checked_config
-    from ..launch.environment import register_resolvers
 
-    register_resolvers()
     cfg = checked_config(["data=synthetic", *args.overrides, f"output_dir={output_dir}"])
     check_environment(cfg)
     with open_dict(cfg):

@@ -132,9 +132,7 @@ def project_config(args: argparse.Namespace):
     and the network swapped for TinyNet."""
     from ..launch.checks import check_environment
     from ..launch.command_line import checked_config
-    from ..launch.environment import register_resolvers
 
-    register_resolvers()
     samples = (args.warmup + args.steps + 1) * args.batch_size
     defaults = ["data=synthetic", f"data.num_samples={samples}", f"data.batch_size={args.batch_size}", "model=cnn"]
     cfg = checked_config([*defaults, *args.overrides, f"output_dir={tempfile.gettempdir()}"])

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from .environment import global_rank
+from .environment import global_rank, register_resolvers
 from .errors import SetupError
 from .values import check_values
 
@@ -82,6 +82,7 @@ def checked_config(overrides: list[str]):
     line), without Hydra's own settings: for the benchmarks, which take train.py's overrides."""
     from omegaconf import open_dict
 
+    register_resolvers()  # the configs' ${default_run_id:} etc., as train.py registers them
     (job,) = _jobs(overrides, multirun=False)  # each override parses
     cfg = _checked(job)
     with open_dict(cfg):
