@@ -94,6 +94,11 @@ src="$work/horovod-$HOROVOD_VERSION"
 # The C++ standard torch's extension builder uses is the one its headers need.
 cxx_std=$("$PYTHON" -c 'import inspect, torch.utils.cpp_extension as c; print(20 if "c++20" in inspect.getsource(c) else 17)')
 sed -i "s/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD $cxx_std)/" "$src/CMakeLists.txt" "$src/horovod/torch/CMakeLists.txt"
+# Newer tools than 0.28.1 knew: g++ >= 13 no longer pulls <string> in through <vector>, which
+# one header relied on; CMake >= 4 refuses its bundled gloo's minimum version (2.8) without
+# this CMake variable (read from the environment).
+sed -i 's/^#include <vector>$/#include <string>\n#include <vector>/' "$src/horovod/common/group_table.h"
+export CMAKE_POLICY_VERSION_MINIMUM=${CMAKE_POLICY_VERSION_MINIMUM:-3.5}
 
 export HOROVOD_WITH_PYTORCH=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITH_GLOO=1
 if [[ $with_mpi == 1 ]]; then
