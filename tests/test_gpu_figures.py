@@ -79,8 +79,12 @@ def summarise(logs):
 def test_the_summary_says_what_the_horovod_build_has(tmp_path):
     (tmp_path / "horovod-build.log").write_text("install-horovod: building horovod 0.28.1\n" + CHECK_BUILD)
     assert summarise(tmp_path) == ["horovod build's tensor operations: NCCL no, MPI yes, Gloo yes"]
-    (tmp_path / "horovod-build.log").write_text("CMake Error: could not find CUDA\n")
-    assert summarise(tmp_path) == ["horovod build: failed (horovod-build.log)"]
+    (tmp_path / "horovod-build.log").write_text(
+        "  error: subprocess-exited-with-error\n      CMake Error at third_party/gloo/CMakeLists.txt:1\n"
+    )
+    assert summarise(tmp_path) == [
+        "horovod build: failed (horovod-build.log): CMake Error at third_party/gloo/CMakeLists.txt:1"
+    ]
 
 
 def test_each_training_run_of_the_script_gets_its_own_directory():
@@ -111,3 +115,51 @@ def test_the_summary_has_the_suites_counts(tmp_path):
     (logs / "tests.log").write_text(result.stdout + result.stderr)
     (line,) = summarise(logs)
     assert re.fullmatch(r"the generated suite: 1 failed, 1 passed, 1 skipped in [\d.]+s", line), line
+
+
+def test_a_suite_stopped_by_the_time_limit_still_reports_its_results(tmp_path):
+    """The device call's 10 minutes once stopped the generated suite before pytest's report: the
+    failures' names and reasons were lost. The script stops it itself, in time, and every result
+    and failure was written as it came (tools/record_results.py)."""
+    home = tmp_path / "template"
+    (home / "tools").mkdir(parents=True)
+    for name in ("gpu-figures.sh", "record_results.py"):
+        (home / "tools" / name).write_text((TEMPLATE / "tools" / name).read_text())
+    (home / ".whl").mkdir()
+    suite = home / ".gpu" / "project" / "tests"
+    (home / ".gpu" / "project" / "src" / "package").mkdir(parents=True)
+    suite.mkdir()
+    (suite / "test_some.py").write_text(
+        "import time\n\ndef test_a():\n    pass\n\ndef test_b():\n    assert 1 == 2, 'the reason'\n\n"
+        "def test_c():\n    time.sleep(300)\n"
+    )
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "nvidia-smi").write_text("#!/bin/sh\necho 'a GPU, 1.0, 1 MiB'\n")
+    (fake / "nvidia-smi").chmod(0o755)
+    logs = tmp_path / "logs"
+    env = {
+        **os.environ,
+        "PATH": f"{fake}:{os.environ['PATH']}",
+        "HOME": str(tmp_path / "home"),
+        "LOGS": str(logs),
+        "PYTHON": sys.executable,
+        "GPU_FIGURES_LIMIT": "45",
+        "WORKERS": "",  # pytest-xdist may not be here
+    }
+    result = subprocess.run(
+        ["bash", home / "tools" / "gpu-figures.sh", "tests", "-p", "no:cacheprovider", "tests"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "(stopped: time up)" in result.stdout, result.stdout
+    summary = (logs / "summary.txt").read_text().splitlines()
+    assert summary == [
+        "the generated suite, stopped before its end: 1 failed, 1 passed, 0 skipped",
+        "  failed: tests/test_some.py::test_b",
+    ], result.stdout
+    failures = (logs / "test-failures.txt").read_text()
+    assert failures.startswith("==== tests/test_some.py::test_b (call)") and "the reason" in failures
