@@ -97,13 +97,18 @@ def test_each_training_run_of_the_script_gets_its_own_directory():
         assert '"output_root=$RUNS"' in command and "output_dir" not in command, command
 
 
+def write_suite(directory, third_test: str):
+    """A suite of three tests: one passes, one fails (with a reason), and the third as given."""
+    directory.mkdir(parents=True)
+    (directory / "test_some.py").write_text(
+        "import time\nimport pytest\n\ndef test_a():\n    pass\n\n"
+        f"def test_b():\n    assert 1 == 2, 'the reason'\n\n{third_test}"
+    )
+
+
 def test_the_summary_has_the_suites_counts(tmp_path):
     suite = tmp_path / "suite"
-    suite.mkdir()
-    (suite / "test_some.py").write_text(
-        "import pytest\n\ndef test_a():\n    pass\n\ndef test_b():\n    assert False\n\n"
-        "@pytest.mark.skip(reason='needs a CUDA GPU')\ndef test_c():\n    pass\n"
-    )
+    write_suite(suite, "@pytest.mark.skip(reason='needs a CUDA GPU')\ndef test_c():\n    pass\n")
     logs = tmp_path / "logs"
     logs.mkdir()
     result = subprocess.run(
@@ -126,13 +131,8 @@ def test_a_suite_stopped_by_the_time_limit_still_reports_its_results(tmp_path):
     for name in ("gpu-figures.sh", "record_results.py"):
         (home / "tools" / name).write_text((TEMPLATE / "tools" / name).read_text())
     (home / ".whl").mkdir()
-    suite = home / ".gpu" / "project" / "tests"
     (home / ".gpu" / "project" / "src" / "package").mkdir(parents=True)
-    suite.mkdir()
-    (suite / "test_some.py").write_text(
-        "import time\n\ndef test_a():\n    pass\n\ndef test_b():\n    assert 1 == 2, 'the reason'\n\n"
-        "def test_c():\n    time.sleep(300)\n"
-    )
+    write_suite(home / ".gpu" / "project" / "tests", "def test_c():\n    time.sleep(300)\n")
     fake = tmp_path / "bin"
     fake.mkdir()
     (fake / "nvidia-smi").write_text("#!/bin/sh\necho 'a GPU, 1.0, 1 MiB'\n")
