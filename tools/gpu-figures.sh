@@ -14,8 +14,9 @@
 # within one machine's lease. Measured on an H100 (2026-11-25): all seven targets 400 s in
 # two calls; `tests` more than 480 s (give it a call of its own, 600 s); `horovod`'s build
 # 2 - 4 minutes on 16 cores. A session's device time (30 minutes) fits about four calls; in
-# the order of what issue 10 still lacks: `tests`, `horovod`, then the targets not met
-# (`targets b128-compiled train-compiled`) and `strategies`. Each command's time is
+# the order of what issue 10 still lacks: `tests -m cuda tests` (the GPU-only tests alone,
+# a minute: their failures first), `tests` (the whole suite), `horovod`, then the targets
+# not met (`targets b128-compiled train-compiled`) and `strategies`. Each command's time is
 # printed: plan the next call by it.
 # "There" is the checkout's copy on the GPU machine, with .whl/ and .gpu/ sent along (both
 # ignored by git). Logs and JSON go to $LOGS (default /tmp/gpu-figures), the summary is

@@ -16,6 +16,13 @@ from {{ cookiecutter.package_name }}.data.idx import write_idx
 
 PROJECT = Path(__file__).resolve().parents[1]
 
+
+def needs_cuda(test):
+    """A test that needs a CUDA GPU: skipped without one, and marked, so that a GPU machine's
+    short lease can run these first (`pytest -m cuda`)."""
+    return pytest.mark.cuda(pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")(test))
+
+
 # Small and quick: synthetic data, a few steps, no progress bar; on the CPU also where a GPU is.
 FAST = [
     "experiment=smoke",

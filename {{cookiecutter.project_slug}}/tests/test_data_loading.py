@@ -12,6 +12,8 @@ from {{ cookiecutter.package_name }}.data.in_memory import IndexBatches, InMemor
 from {{ cookiecutter.package_name }}.data.loaders import make_loader
 from {{ cookiecutter.package_name }}.data.synthetic import SyntheticDataModule
 
+from tests.helpers import needs_cuda
+
 
 def small_set(count: int = 40) -> InMemoryImages:
     images = torch.arange(count, dtype=torch.uint8).view(count, 1, 1, 1).expand(count, 1, 2, 2).clone()
@@ -86,7 +88,7 @@ def test_data_stays_on_the_cpu_without_a_gpu():
     assert images.device.type == "cpu"
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@needs_cuda
 def test_batches_on_the_gpu_are_cut_without_waiting_for_it():
     """A copy of the batch's indices that synchronised would stop the host from queuing the
     next steps while the GPU works: every step (torch raises on any synchronisation here)."""

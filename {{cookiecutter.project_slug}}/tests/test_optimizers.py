@@ -11,7 +11,7 @@ from {{ cookiecutter.package_name }}.launch.environment import register_resolver
 from {{ cookiecutter.package_name }}.models.autoencoder import AutoEncoder, DenseAutoEncoder
 from {{ cookiecutter.package_name }}.optim import adamw
 
-from tests.helpers import PROJECT
+from tests.helpers import PROJECT, needs_cuda
 
 
 def small_model(**optimizer) -> AutoEncoder:
@@ -35,7 +35,7 @@ def test_fused_auto_is_off_for_parameters_on_the_cpu():
     assert small_model(fused=True).configure_optimizers().defaults["fused"]  # torch has a CPU kernel too
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@needs_cuda
 def test_fused_auto_is_on_for_parameters_on_a_gpu():
     model = small_model(fused="auto").cuda()
     assert model.configure_optimizers().defaults["fused"]

@@ -17,7 +17,16 @@ from {{ cookiecutter.package_name }}.launch import environment
 from {{ cookiecutter.package_name }}.launch.errors import SetupError
 from {{ cookiecutter.package_name }}.launch.run_directory import checkpoint_to_resume
 
-from tests.helpers import FAST, PROJECT, project_env, record_saves, run_train, start_until_first_checkpoint, step_of
+from tests.helpers import (
+    FAST,
+    PROJECT,
+    needs_cuda,
+    project_env,
+    record_saves,
+    run_train,
+    start_until_first_checkpoint,
+    step_of,
+)
 
 
 def train(*overrides: str, env=None) -> subprocess.CompletedProcess:
@@ -223,7 +232,7 @@ def test_a_failed_background_write_is_raised(tmp_path):
         io.wait()  # Lightning's teardown waits: the run fails instead of losing the checkpoint silently
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@needs_cuda
 def test_the_state_on_the_gpu_is_taken_without_waiting_for_it():
     """Copied in stream order behind the work that makes it (torch raises on a wait): the value
     when the save was asked for, not after the next update."""

@@ -22,7 +22,7 @@ from {{ cookiecutter.package_name }}.launch.warnings import quiet_benign_message
 from {{ cookiecutter.package_name }}.models.autoencoder import AutoEncoder
 from {{ cookiecutter.package_name }}.run import build_trainer, run
 
-from tests.helpers import PROJECT, launcher_variable
+from tests.helpers import PROJECT, launcher_variable, needs_cuda
 
 STEPS = 40
 pytestmark = [
@@ -331,10 +331,7 @@ def test_the_bar_reads_values_on_the_host_at_once():
     assert reader.read(torch.tensor(0.5)) == 0.5
 
 
-gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-
-
-@gpu
+@needs_cuda
 def test_the_bar_never_waits_for_the_gpu():
     """It shows a GPU value once its copy has arrived, at a later update (torch raises on a wait)."""
     from {{ cookiecutter.package_name }}.callbacks.progress import ReadWithoutWaiting
@@ -386,7 +383,7 @@ class WaitsAtEpochEnds(pl.Callback):
             self._stop()
 
 
-@gpu
+@needs_cuda
 def test_an_epochs_end_does_not_wait_for_the_gpu(tmp_path):
     """A wait there leaves the GPU idle while the host ends the epoch (last.ckpt, logger, bar,
     hooks) and starts the next (a new data iterator): several ms, against 58 steps of 2.6 ms in

@@ -2,7 +2,7 @@
 site's settings stay. On a GPU machine that sets `OMPI_MCA_plm=isolated`, dropping it made
 Open MPI's start fail in every test once mpi4py was installed (Lightning starts MPI then)."""
 
-from tests.helpers import project_env
+from tests.helpers import PROJECT, project_env
 
 LAUNCHERS = {
     "RANK": "1",
@@ -40,3 +40,14 @@ def test_only_rank_and_size_variables_are_dropped(monkeypatch):
     env = project_env()
     assert [name for name in LAUNCHERS if name in env] == []
     assert {name: env.get(name) for name in SITE} == SITE
+
+
+def test_every_gpu_only_test_carries_the_cuda_mark():
+    """`pytest -m cuda` runs the GPU-only tests first on a GPU machine's short lease: a test
+    that skips without a GPU by its own skipif would be left out."""
+    unmarked = [
+        path.name
+        for path in (PROJECT / "tests").glob("test_*.py")
+        if path.name != __file__.rsplit("/", 1)[-1] and "skipif(not torch.cuda.is_available()" in path.read_text()
+    ]
+    assert unmarked == [], f"use tests.helpers.needs_cuda in {unmarked}"
