@@ -212,17 +212,15 @@ for log in sorted(out.glob("*.log")):
         epoch = 60000 / samples
         note = f" (epoch <= 1 s {'met' if epoch <= 1 else 'not met'})" if log.stem == "train-compiled" else ""
         rows.append(f"{log.stem}: last epoch {samples:,.0f} samples/s, {epoch:.2f} s an epoch{note}")
-tests = out / "tests.log"
+tests, results = out / "tests.log", out / "test-results.txt"
 found = re.findall(r"^=+ (.*\d+ (?:passed|failed).*) =+$", tests.read_text(), re.M) if tests.exists() else []
-results = out / "test-results.txt"
+outcomes = [line.split(" ", 2) for line in results.read_text().splitlines()] if results.exists() else []
 if found:
     rows.append(f"the generated suite: {found[-1]}")
-elif results.exists():  # stopped before its end
-    outcomes = [line.split(" ", 2) for line in results.read_text().splitlines()]
+elif outcomes:  # stopped before its end
     counts = {outcome: sum(1 for o, _, _ in outcomes if o == outcome) for outcome in ("failed", "passed", "skipped")}
     rows.append("the generated suite, stopped before its end: " + ", ".join(f"{n} {o}" for o, n in counts.items()))
-if results.exists():
-    rows += [f"  failed: {test}" for outcome, _, test in (line.split(" ", 2) for line in results.read_text().splitlines()) if outcome == "failed"]
+rows += [f"  failed: {test}" for outcome, _, test in outcomes if outcome == "failed"]
 print("\n".join(rows) or "no figures yet")
 (out / "summary.txt").write_text("\n".join(rows) + "\n")
 EOF

@@ -2,6 +2,8 @@
 site's settings stay. On a GPU machine that sets `OMPI_MCA_plm=isolated`, dropping it made
 Open MPI's start fail in every test once mpi4py was installed (Lightning starts MPI then)."""
 
+from pathlib import Path
+
 from tests.helpers import PROJECT, project_env
 
 LAUNCHERS = {
@@ -48,6 +50,6 @@ def test_every_gpu_only_test_carries_the_cuda_mark():
     unmarked = [
         path.name
         for path in (PROJECT / "tests").glob("test_*.py")
-        if path.name != __file__.rsplit("/", 1)[-1] and "skipif(not torch.cuda.is_available()" in path.read_text()
+        if path.name != Path(__file__).name and "skipif(not torch.cuda.is_available()" in path.read_text()
     ]
     assert unmarked == [], f"use tests.helpers.needs_cuda in {unmarked}"
