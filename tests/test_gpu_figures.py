@@ -144,7 +144,7 @@ def test_a_suite_stopped_by_the_time_limit_still_reports_its_results(tmp_path):
         "HOME": str(tmp_path / "home"),
         "LOGS": str(logs),
         "PYTHON": sys.executable,
-        "GPU_FIGURES_LIMIT": "45",
+        "GPU_FIGURES_LIMIT": "60",
         "WORKERS": "",  # pytest-xdist may not be here
     }
     result = subprocess.run(
@@ -163,3 +163,19 @@ def test_a_suite_stopped_by_the_time_limit_still_reports_its_results(tmp_path):
     ], result.stdout
     failures = (logs / "test-failures.txt").read_text()
     assert failures.startswith("==== tests/test_some.py::test_b (call)") and "the reason" in failures
+
+
+def test_a_wrong_time_limit_stops_with_one_line(tmp_path):
+    for wrong in ("ten", "30"):
+        result = subprocess.run(
+            ["bash", TEMPLATE / "tools" / "gpu-figures.sh", "summary"],
+            env={**os.environ, "LOGS": str(tmp_path), "GPU_FIGURES_LIMIT": wrong},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 2 and result.stdout == "", result.stdout
+        assert result.stderr.splitlines() == [
+            f"gpu-figures: GPU_FIGURES_LIMIT={wrong}: whole seconds, at least 60 (default 560, under a device "
+            "call's 600). Fix: unset it or e.g. GPU_FIGURES_LIMIT=560"
+        ]

@@ -32,6 +32,10 @@ RUNS=/tmp/gpu-figures-runs  # a directory per training run below it (checkpoints
 mkdir -p "$LOGS"
 PYTHON=${PYTHON:-python3}
 LIMIT=${GPU_FIGURES_LIMIT:-560}
+if [[ ! $LIMIT =~ ^[0-9]+$ ]] || ((LIMIT < 60)); then
+  echo "gpu-figures: GPU_FIGURES_LIMIT=$LIMIT: whole seconds, at least 60 (default 560, under a device call's 600). Fix: unset it or e.g. GPU_FIGURES_LIMIT=560" >&2
+  exit 2
+fi
 
 prepare() {
   set -e
