@@ -23,6 +23,7 @@ def test_the_summary_reads_what_the_commands_write(default_project, tmp_path):
         "overhead": [*overhead, *short, f"--json={tmp_path}/overhead.json", CPU],
         "epoch-end": ["-m", f"{package}.benchmark.epoch_end", "--epochs=3", "--batches=2", *data],
         "train-compiled": ["train.py", "data=synthetic", *data, "trainer.max_epochs=1", f"output_root={tmp_path}/runs"],
+        "profile-overhead": [*overhead, *short, f"--profile={tmp_path}/profile-overhead", CPU],
     }
     for name, command in commands.items():
         result = subprocess.run(
@@ -32,13 +33,19 @@ def test_the_summary_reads_what_the_commands_write(default_project, tmp_path):
         (tmp_path / f"{name}.log").write_text(result.stdout + result.stderr)
 
     lines = summarise(tmp_path)
-    assert [line.split(":")[0] for line in lines] == [
+    headings = [line.split(":")[0] for line in lines if not line.startswith(" ")]
+    assert headings == [
         "batch 1024 bf16",
         "project over bare Lightning",
         "between epochs, batch 1024 bf16",
         "train-compiled",
+        "profile-overhead",  # bare - plain, project - bare, project - plain: where one spends more host time
+        "profile-overhead",
+        "profile-overhead",
     ], lines
     assert "ratio" in lines[0] and "us/step" in lines[1] and " ms" in lines[2] and "s an epoch" in lines[3]
+    assert lines[4].startswith("profile-overhead: bare - plain: ") and re.match(r"  -?\d+\.\d +-?\d+\.\d  \S", lines[5])
+    assert any(line.startswith("profile-overhead: project - bare: ") for line in lines)
     assert (tmp_path / "summary.txt").read_text().splitlines() == lines
 
 

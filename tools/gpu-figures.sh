@@ -9,15 +9,18 @@
 #   bash tools/gpu-figures.sh tests [ARGS]        # there: the generated suite (pytest ARGS)
 #
 # Targets: b128-eager b128-compiled b1024-bf16 b1024-bf16-compiled overhead epoch-end
-# train-compiled; strategies: ddp deepspeed_stage_1 ... (strategies()). All of either may
-# outlast one device call's 10 minutes: name a few per call; the logs add up in $LOGS only
-# within one machine's lease. Measured on an H100 (2026-11-25): all seven targets 400 s in
-# two calls; `tests` more than 480 s (give it a call of its own, 600 s); `horovod`'s build
-# 2 - 4 minutes on 16 cores. A session's device time (30 minutes) fits about four calls; in
-# the order of what issue 10 still lacks: `tests -m cuda tests` (the GPU-only tests alone,
-# a minute: their failures first), `tests` (the whole suite), `horovod`, then the targets
-# not met (`targets b128-compiled train-compiled`) and `strategies`. Each command's time is
-# printed: plan the next call by it.
+# train-compiled (all seven by default), and by name only profile-b128-compiled and
+# profile-overhead: where the host's time per step goes, function by function, Lightning
+# against plain (the benchmarks' --profile). Strategies: ddp deepspeed_stage_1 ...
+# (strategies()). Measured on an H100 (2026-11-25): all seven targets 400 s in two calls;
+# `tests` more than 480 s; `horovod`'s build 2 - 4 minutes on 16 cores. A session's device
+# time is now 15 minutes, the machine's start included: about two calls. In the order of
+# what issue 10 still lacks, with GPU_FIGURES_LIMIT shares inside one call:
+#   GPU_FIGURES_LIMIT=120 bash tools/gpu-figures.sh tests -m cuda tests;
+#   GPU_FIGURES_LIMIT=420 bash tools/gpu-figures.sh targets b128-compiled train-compiled profile-b128-compiled
+# then `tests` (the whole suite, 560 s), `horovod` and `strategies` in later leases. Each
+# command's time is printed: plan the next call by it. The logs add up in $LOGS only within
+# one machine's lease.
 # "There" is the checkout's copy on the GPU machine, with .whl/ and .gpu/ sent along (both
 # ignored by git). Logs and JSON go to $LOGS (default /tmp/gpu-figures), the summary is
 # printed, and where $OUT is set (the device tool's folder that comes back) the summary and a
@@ -104,6 +107,11 @@ target() {
     epoch-end) run "$1" "$PYTHON" -m "$PACKAGE.benchmark.epoch_end" "${b1024[@]}" ;;
     train-compiled) run "$1" "$PYTHON" train.py data=synthetic data.num_samples=60000 speed.compile=reduce-overhead \
       trainer.max_epochs=3 "output_root=$RUNS" ;;
+    # Not targets: where the host's time per step goes, function by function (benchmark/profile.py).
+    profile-b128-compiled) run "$1" "$PYTHON" "${bench[@]}" --compile reduce-overhead --warmup 20 --steps 300 \
+      --repeats 1 --profile "$LOGS/$1" ;;
+    profile-overhead) run "$1" "$PYTHON" -m "$PACKAGE.benchmark.overhead" --warmup 30 --steps 300 --repeats 1 \
+      --profile "$LOGS/$1" ;;
     *) echo "gpu-figures: no target $1" && return 1 ;;
   esac
 }
@@ -225,6 +233,10 @@ elif outcomes:  # stopped before its end
     counts = {outcome: sum(1 for o, _, _ in outcomes if o == outcome) for outcome in ("failed", "passed", "skipped")}
     rows.append("the generated suite, stopped before its end: " + ", ".join(f"{n} {o}" for o, n in counts.items()))
 rows += [f"  failed: {test}" for outcome, _, test in outcomes if outcome == "failed"]
+for compared in sorted(out.glob("profile-*/*-*.txt")):  # where one way spends more host time than another
+    _heading, difference, _caveat, _columns, *table = compared.read_text().splitlines()
+    rows.append(f"{compared.parent.name}: {difference} (us/step, calls/step)")
+    rows += [f"  {line.strip()}" for line in table[:8]]
 print("\n".join(rows) or "no figures yet")
 (out / "summary.txt").write_text("\n".join(rows) + "\n")
 EOF

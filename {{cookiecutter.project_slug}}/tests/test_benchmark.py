@@ -110,6 +110,36 @@ def test_overhead_counts_torch_operators_per_step(tmp_path):
     assert re.search(r"^way +torch ops/step$", stdout, re.M), stdout
 
 
+PROFILE_ROW = r"^ +-?\d+\.\d +-?\d+\.\d  \S"  # µs/step, calls/step, function
+
+
+def profiles(directory) -> dict[str, str]:
+    return {path.name: path.read_text() for path in directory.iterdir()}
+
+
+def test_benchmark_profiles_where_each_way_spends_its_time(tmp_path):
+    """--profile: one more run of each way under cProfile; the timed figures are printed as before."""
+    args = [*SHORT[:2], "--repeats=1", *SHORT[3:], CPU, f"--profile={tmp_path / 'profile'}"]
+    stdout = run_module("benchmark", *args, cwd=tmp_path).stdout
+    assert re.search(r"^ratio lightning/plain: ", stdout, re.M), stdout
+    written = profiles(tmp_path / "profile")
+    assert set(written) == {"plain.txt", "lightning.txt", "lightning-plain.txt"}
+    assert re.search(PROFILE_ROW, written["lightning.txt"], re.M), written["lightning.txt"]
+    assert "lightning - plain: " in written["lightning-plain.txt"]
+    assert "pytorch_lightning/" in written["lightning-plain.txt"]  # Lightning's loop: what plain lacks
+
+
+def test_overhead_profiles_where_each_way_spends_its_time(tmp_path):
+    args = ["--steps=3", "--warmup=1", "--repeats=1", "--batch-size=16", "logger=csv", CPU]
+    run_module("benchmark.overhead", *args, f"--profile={tmp_path / 'profile'}", cwd=tmp_path)
+    written = profiles(tmp_path / "profile")
+    ways = {"plain.txt", "bare.txt", "project.txt", "data.txt"}
+    assert set(written) == ways | {"bare-plain.txt", "project-bare.txt", "project-plain.txt"}
+    for name in ways:
+        assert re.search(PROFILE_ROW, written[name], re.M), written[name]
+    assert "pytorch_lightning/" in written["bare-plain.txt"]
+
+
 def test_benchmark_refuses_more_processes_than_gpus(monkeypatch, capsys):
     import torch
 

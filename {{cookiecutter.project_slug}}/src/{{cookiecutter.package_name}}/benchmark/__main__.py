@@ -8,6 +8,7 @@ peak memory, and the data pipeline's own throughput.
     python -m {{ cookiecutter.package_name }}.benchmark --processes 2 model=autoencoder data.batch_size=256
     python -m {{ cookiecutter.package_name }}.benchmark data=mnist trainer.precision=bf16-mixed
     torchrun --standalone --nproc_per_node=4 -m {{ cookiecutter.package_name }}.benchmark   # what --processes 4 runs
+    python -m {{ cookiecutter.package_name }}.benchmark --compile reduce-overhead --repeats 1 --profile profile/
 """
 
 import argparse
@@ -41,6 +42,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="torch.compile both ways in this mode (reduce-overhead: CUDA graphs)",
     )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="then run each way once more under cProfile: where each spends its time per step, into DIR (profile.py)",
+    )
     parser.add_argument("--verbose", action="store_true", help="keep Lightning's messages")
     parser.add_argument(
         "overrides",
@@ -110,9 +117,10 @@ def benchmark(args: argparse.Namespace) -> int:
 
     from ..launch.checks import check_environment
     from ..launch.warnings import quiet_benign_messages
-    from .lightning_path import train_lightning
+    from .lightning_path import timed_run, train_lightning
     from .measure import StepWindow
     from .plain import loader_only, train_plain
+    from .profile import write_profiles
 
     if not args.verbose:
         quiet_benign_messages()  # what train.py filters, for the plain way too
@@ -149,6 +157,15 @@ def benchmark(args: argparse.Namespace) -> int:
                 runs[way].append(train_plain(cfg, window, device, args.compile))
             else:
                 runs[way].append(train_lightning(cfg, args.warmup, args.steps, args.compile))
+    profiles = {}
+    if args.profile:  # one more run of each way, profiled: not among the figures
+        for way in ways:
+            if way == "plain":
+                window = StepWindow(args.warmup, args.steps, batch_size, device, count="profile")
+                train_plain(cfg, window, device, args.compile)
+            else:
+                window = timed_run(cfg, args.warmup, args.steps, args.compile, count="profile")
+            profiles[way] = window.profile
     loader, train_samples, workers = loader_only(cfg, args.steps, device)
 
     mine = {"runs": {way: [vars(m) for m in measured] for way, measured in runs.items()}, "loader": loader}
@@ -164,6 +181,13 @@ def benchmark(args: argparse.Namespace) -> int:
         print_report(figures)
         if args.json:
             args.json.write_text(json.dumps(figures.as_dict(), indent=2))
+        if args.profile:
+            heading = (
+                f"benchmark: {described['model']}, batch {described['batch_size_per_process']}, "
+                f"{described['precision']}, compile {described['compile']}, on {described['device']}; "
+                f"{described['versions']}; rank 0 of {world_size}"
+            )
+            write_profiles(args.profile, profiles, [("lightning", "plain")] if len(ways) == 2 else [], heading)
     if world_size > 1:
         dist.destroy_process_group()
     return 0

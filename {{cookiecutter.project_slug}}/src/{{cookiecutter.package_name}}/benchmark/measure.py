@@ -9,9 +9,11 @@ same window: on a machine shared with other jobs, wall time depends on their loa
 the CPU time that one way spends per sample hardly does. Counts instead, exact whatever the
 load (the timings of such a window are slowed by the counting): count="calls", the Python
 function calls of the training thread; count="ops", the torch operators dispatched (on a
-GPU nearly each is a kernel launch, a few µs of host time).
+GPU nearly each is a kernel launch, a few µs of host time); count="profile", cProfile of
+the training thread (profile.py: where the time goes, function by function).
 """
 
+import cProfile
 import sys
 import time
 from dataclasses import dataclass
@@ -19,6 +21,8 @@ from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from .profile import own_time_per_step
 
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 _STATUS = Path("/proc/self/status")
@@ -73,7 +77,8 @@ class CountOps(TorchDispatchMode):
 
 class StepWindow:
     """Call `step_done()` after every optimizer step; times steps warmup+1 .. warmup+steps.
-    count: None (time only), "calls" or "ops" (also counted into `self.counted`)."""
+    count: None (time only), "calls" or "ops" (also counted into `self.counted`), or "profile"
+    (`self.profile`: own time and calls per step of each function, profile.py)."""
 
     def __init__(self, warmup: int, steps: int, batch_size: int, device: torch.device, count: str | None = None):
         self.warmup, self.steps, self.batch_size, self.device = warmup, steps, batch_size, device
@@ -82,6 +87,8 @@ class StepWindow:
         self.count = count
         self.counted = 0  # Python function calls or torch operators in the window
         self._ops: CountOps | None = None
+        self._profiler: cProfile.Profile | None = None
+        self.profile: dict[str, tuple[float, float]] = {}
 
     def _count_call(self, frame, event, arg) -> None:
         if event == "call":
@@ -93,6 +100,9 @@ class StepWindow:
         elif self.count == "ops":
             self._ops = CountOps()
             self._ops.__enter__()
+        elif self.count == "profile":
+            self._profiler = cProfile.Profile()
+            self._profiler.enable()
 
     def _stop_counting(self) -> None:
         if self.count == "calls":
@@ -100,6 +110,9 @@ class StepWindow:
         elif self.count == "ops":
             self._ops.__exit__(None, None, None)
             self.counted = self._ops.ops
+        elif self.count == "profile":
+            self._profiler.disable()
+            self.profile = own_time_per_step(self._profiler, self.steps)
 
     def begin(self) -> None:
         reset_peak_memory(self.device)

@@ -24,6 +24,7 @@ torch operators per step (on a GPU each is about one kernel launch of host time)
     python -m {{ cookiecutter.package_name }}.benchmark.overhead strategy=ddp   # DDP on one process
     python -m {{ cookiecutter.package_name }}.benchmark.overhead --count-calls --repeats 1
     python -m {{ cookiecutter.package_name }}.benchmark.overhead --count-ops --repeats 1
+    python -m {{ cookiecutter.package_name }}.benchmark.overhead --repeats 1 --profile profile/   # where the time goes
 """
 
 import argparse
@@ -48,6 +49,7 @@ from ..launch.errors import SetupError
 from .lightning_path import TimeSteps, timed_run
 from .measure import StepWindow
 from .plain import train_loader
+from .profile import write_profiles
 
 WAYS = ("plain", "bare", "project", "data")
 ADDED = ("bare-plain", "project-bare", "project-bare-data")  # "project-bare-data": project - bare - data
@@ -172,6 +174,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="count the torch operators per step instead of timing (on a GPU, about one kernel launch each)",
     )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="then run each way once more under cProfile: where each spends its time per step, into DIR (profile.py)",
+    )
     parser.add_argument("--verbose", action="store_true", help="keep Lightning's messages and warnings")
     parser.add_argument("overrides", nargs="*", help="config overrides of the project way, e.g. strategy=ddp")
     args = parser.parse_args(argv)
@@ -200,6 +208,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def run_way(way: str, args: argparse.Namespace, cfg, root: str, batches, optimizer, count: str | None) -> StepWindow:
+    """One run of one way; the window that timed (or counted, or profiled) its steps."""
+    device = batches[0][0].device
+    window = StepWindow(args.warmup, args.steps, args.batch_size, device, count)
+    if way == "plain":
+        return run_plain(batches, window, device, optimizer)
+    if way == "bare":
+        return run_bare(batches, window, root, optimizer)
+    if way == "data":
+        return run_data(cfg, window, device)
+    return timed_run(cfg, args.warmup, args.steps, count=count)
+
+
 def measure(args: argparse.Namespace, cfg, root: str) -> dict:
     use_gpu = torch.cuda.is_available() and cfg.trainer.accelerator in ("auto", "gpu", "cuda")
     device = torch.device("cuda", 0) if use_gpu else torch.device("cpu")
@@ -209,16 +230,10 @@ def measure(args: argparse.Namespace, cfg, root: str) -> dict:
     measured = {way: [] for way in WAYS}
     for repeat in range(args.repeats):
         for way in WAYS if repeat % 2 == 0 else reversed(WAYS):  # alternate who goes first
-            window = StepWindow(args.warmup, args.steps, args.batch_size, device, args.count)
-            if way == "plain":
-                run_plain(batches, window, device, optimizer)
-            elif way == "bare":
-                window = run_bare(batches, window, root, optimizer)
-            elif way == "data":
-                run_data(cfg, window, device)
-            else:
-                window = timed_run(cfg, args.warmup, args.steps, count=args.count)
+            window = run_way(way, args, cfg, root, batches, optimizer, args.count)
             measured[way].append((window.counted / window.steps,) if args.count else microseconds_per_step(window))
+    if args.profile:  # one more run of each way, profiled: not among the figures
+        profiles = {way: run_way(way, args, cfg, root, batches, optimizer, "profile").profile for way in WAYS}
 
     figures = summarise_counts(measured, COUNTED[args.count]) if args.count else summarise(measured)
     figures["settings"] = {
@@ -231,6 +246,11 @@ def measure(args: argparse.Namespace, cfg, root: str) -> dict:
         "overrides": args.overrides,
         "versions": f"torch {torch.__version__}, lightning {pl.__version__}",
     }
+    if args.profile:
+        ran = figures["settings"]
+        heading = f"benchmark.overhead: batch {ran['batch_size']} on {ran['device']}, {ran['steps']} steps"
+        heading += f"; {ran['versions']}"
+        write_profiles(args.profile, profiles, [("bare", "plain"), ("project", "bare"), ("project", "plain")], heading)
     return figures
 
 

@@ -1,0 +1,59 @@
+"""Where the host's time per step goes, function by function (`--profile DIR` of the benchmarks).
+
+The benchmarks say how much host time Lightning adds per step; this says where. After the
+timed repeats, each way runs once more under cProfile over the same window of steps, and
+DIR gets, per way, the functions that take the most time themselves (not counting what
+they call) per step, and for each pair the benchmark compares (e.g. `bare-plain`), the
+functions that one way spends more time in than the other. C functions count too: the
+kernel launches of torch operators, and on a GPU `run_backward` (the backward pass's
+launches) and any wait for the device.
+
+cProfile slows every Python call by about as much again, so the microseconds are larger
+than the timed ones, most of all for ways with many small calls: compare the rows, not the
+totals with the benchmark's. The profiled repeat is not among the timed figures.
+"""
+
+import cProfile
+import pstats
+from pathlib import Path
+
+TOP = 40  # rows per table
+
+
+def own_time_per_step(profile: cProfile.Profile, steps: int) -> dict[str, tuple[float, float]]:
+    """{function: (µs of its own time per step, calls per step)} of a profiled window."""
+    rows = {}
+    for (filename, line, name), (_primitive, calls, own, _cumulative, _callers) in pstats.Stats(profile).stats.items():
+        where = filename.split("site-packages/")[-1]
+        key = f"{where}:{line}({name})" if line else name  # C functions: "<method 'item' ...>"
+        rows[key] = (own / steps * 1e6, calls / steps)
+    return rows
+
+
+def write_profiles(directory: Path, profiles: dict[str, dict], pairs: list[tuple[str, str]], heading: str) -> None:
+    """DIR/<way>.txt for each way, and DIR/<a>-<b>.txt: where way a spends more time than way b."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for way, rows in profiles.items():
+        total = sum(us for us, _ in rows.values())
+        table = sorted(rows.items(), key=lambda item: -item[1][0])[:TOP]
+        lines = [f"{us:10.1f} {calls:10.1f}  {name}" for name, (us, calls) in table]
+        _write(directory / f"{way}.txt", f"{heading}\n{way}: {total:.0f} µs/step in all", lines)
+    for first, second in pairs:
+        a, b = profiles[first], profiles[second]
+        differences = {name: _minus(a.get(name), b.get(name)) for name in a.keys() | b.keys()}
+        total = sum(us for us, _ in differences.values())
+        table = sorted(differences.items(), key=lambda item: -item[1][0])[:TOP]
+        lines = [f"{us:10.1f} {calls:10.1f}  {name}" for name, (us, calls) in table]
+        title = f"{heading}\n{first} - {second}: {total:.0f} µs/step in all; the functions {first} spends more in"
+        _write(directory / f"{first}-{second}.txt", title, lines)
+
+
+def _minus(a: tuple[float, float] | None, b: tuple[float, float] | None) -> tuple[float, float]:
+    a, b = a or (0.0, 0.0), b or (0.0, 0.0)
+    return a[0] - b[0], a[1] - b[1]
+
+
+def _write(path: Path, title: str, lines: list[str]) -> None:
+    caveat = "(under cProfile: about twice the time of each Python call)"
+    header = f"{'µs/step':>10} {'calls/step':>10}  function (own time: not counting what it calls)"
+    path.write_text("\n".join([title, caveat, header, *lines]) + "\n")
