@@ -14,13 +14,14 @@
 # against plain (the benchmarks' --profile). Strategies: ddp deepspeed_stage_1 ...
 # (strategies()). Measured on an H100 (2026-11-25): all seven targets 400 s in two calls;
 # `tests` more than 480 s; `horovod`'s build 2 - 4 minutes on 16 cores. A session's device
-# time is now 15 minutes, the machine's start included: about two calls. In the order of
-# what issue 10 still lacks, with GPU_FIGURES_LIMIT shares inside one call:
-#   GPU_FIGURES_LIMIT=120 bash tools/gpu-figures.sh tests -m cuda tests;
-#   GPU_FIGURES_LIMIT=420 bash tools/gpu-figures.sh targets b128-compiled train-compiled profile-b128-compiled
-# then `tests` (the whole suite, 560 s), `horovod` and `strategies` in later leases. Each
-# command's time is printed: plan the next call by it. The logs add up in $LOGS only within
-# one machine's lease.
+# time is now 15 minutes, the machine's start included: one full call and a short one. In
+# the order of what issue 10 still lacks, with GPU_FIGURES_LIMIT shares of one call's 600 s:
+#   GPU_FIGURES_LIMIT=140 bash tools/gpu-figures.sh tests -m cuda tests;
+#   GPU_FIGURES_LIMIT=420 bash tools/gpu-figures.sh targets profile-b128-compiled profile-overhead \
+#     b128-compiled train-compiled
+# then `tests` (the whole suite, a call of its own), `horovod` and `strategies` in later
+# leases. Each command's time is printed: plan the next call by it. The logs add up in $LOGS
+# only within one machine's lease.
 # "There" is the checkout's copy on the GPU machine, with .whl/ and .gpu/ sent along (both
 # ignored by git). Logs and JSON go to $LOGS (default /tmp/gpu-figures), the summary is
 # printed, and where $OUT is set (the device tool's folder that comes back) the summary and a
