@@ -54,6 +54,7 @@ def test_only_an_offloaded_optimizer_is_swapped():
 
 
 def test_deepspeed_cpu_adam_takes_the_same_step_as_torch_adamw():
+    pytest.importorskip("deepspeed")
     from deepspeed.ops.adam import DeepSpeedCPUAdam
 
     from {{ cookiecutter.package_name }}.strategies.deepspeed import cpu_adam_like, is_torch_adam
