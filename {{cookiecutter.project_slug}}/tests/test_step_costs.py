@@ -9,6 +9,7 @@ import os
 import traceback
 import warnings
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 import pytorch_lightning as pl
@@ -356,7 +357,8 @@ def test_the_bar_never_waits_for_the_gpu():
 
 class WaitsAtEpochEnds(pl.Callback):
     """Records every wait for the GPU (torch's sync debug mode) from the start of an epoch's last
-    batch to the first batch of the next epoch."""
+    batch to the first batch of the next epoch, each with the Python calls that led to it (a
+    GPU machine is lent rarely: its one failure report must say where)."""
 
     def __init__(self):
         self.windows, self.waits = 0, []
@@ -367,20 +369,49 @@ class WaitsAtEpochEnds(pl.Callback):
             self._stop()
         last = batch_idx == trainer.num_training_batches - 1
         if last and trainer.current_epoch < trainer.max_epochs - 1:  # the end of training may wait
-            self._catching = warnings.catch_warnings(record=True)
-            self._caught = self._catching.__enter__()
+            self._catching = warnings.catch_warnings()
+            self._catching.__enter__()
             warnings.simplefilter("always")
+            warnings.showwarning = self._record  # called where the warning is raised, in its thread
             torch.cuda.set_sync_debug_mode("warn")
+
+    def _record(self, message, category, filename, lineno, file=None, line=None):
+        if "synchroniz" in str(message):
+            frames = [f for f in traceback.extract_stack()[:-1] if not f.filename.endswith("warnings.py")]
+            self.waits.append(" <- ".join(f"{f.filename}:{f.lineno} {f.name}" for f in reversed(frames[-8:])))
 
     def _stop(self):
         torch.cuda.set_sync_debug_mode("default")
-        self._catching.__exit__(None, None, None)
+        self._catching.__exit__(None, None, None)  # the filters and showwarning as they were
         self._catching, self.windows = None, self.windows + 1
-        self.waits += [f"{w.filename}:{w.lineno}" for w in self._caught if "synchroniz" in str(w.message)]
 
     def teardown(self, trainer, pl_module, stage):
         if self._catching is not None:
             self._stop()
+
+
+def test_the_epoch_end_probe_says_where_a_wait_came_from(monkeypatch):
+    """On the CPU, with torch's sync debug mode stubbed: the GPU test below reports each wait
+    with the calls that led to it, only inside its window, and leaves the warning settings
+    as they were."""
+    modes = []
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
+    showwarning = warnings.showwarning
+    probe, trainer = WaitsAtEpochEnds(), SimpleNamespace(num_training_batches=2, current_epoch=0, max_epochs=2)
+
+    def reads_the_loss():  # what torch's C++ does on a wait in "warn" mode
+        warnings.warn("called a synchronizing CUDA operation", stacklevel=1)
+
+    probe.on_train_batch_start(trainer, None, None, batch_idx=0)  # not the last batch: no window
+    with pytest.warns(UserWarning, match="synchronizing"):  # shown as usual
+        reads_the_loss()
+    probe.on_train_batch_start(trainer, None, None, batch_idx=1)  # the epoch's last batch
+    reads_the_loss()
+    trainer.current_epoch = 1
+    probe.on_train_batch_start(trainer, None, None, batch_idx=0)  # the next epoch's first: window closed
+    assert probe.windows == 1 and modes == ["warn", "default"]
+    assert len(probe.waits) == 1 and "reads_the_loss <- " in probe.waits[0], probe.waits
+    assert warnings.showwarning is showwarning
 
 
 @needs_cuda
@@ -397,4 +428,4 @@ def test_an_epochs_end_does_not_wait_for_the_gpu(tmp_path):
     trainer = run(cfg)
     (probe,) = [callback for callback in trainer.callbacks if isinstance(callback, WaitsAtEpochEnds)]
     assert trainer.current_epoch == 3 and probe.windows == 2
-    assert probe.waits == [], probe.waits
+    assert probe.waits == [], "\n".join(probe.waits)
