@@ -117,7 +117,7 @@ def benchmark(args: argparse.Namespace) -> int:
 
     from ..launch.checks import check_environment
     from ..launch.warnings import quiet_benign_messages
-    from .lightning_path import timed_run, train_lightning
+    from .lightning_path import timed_run
     from .measure import StepWindow
     from .plain import loader_only, train_plain
     from .profile import write_profiles
@@ -149,23 +149,21 @@ def benchmark(args: argparse.Namespace) -> int:
 
     ways = args.ways.split(",")
     batch_size = cfg.data.batch_size
+
+    def run_way(way: str, count: str | None = None) -> StepWindow:
+        """One run of one way; the window that timed (or profiled) its steps."""
+        if way == "plain":
+            window = StepWindow(args.warmup, args.steps, batch_size, device, count)
+            train_plain(cfg, window, device, args.compile)
+            return window
+        return timed_run(cfg, args.warmup, args.steps, args.compile, count=count)
+
     runs = {way: [] for way in ways}
     for repeat in range(args.repeats):
         for way in ways if repeat % 2 == 0 else reversed(ways):  # alternate who goes first
-            if way == "plain":
-                window = StepWindow(args.warmup, args.steps, batch_size, device)
-                runs[way].append(train_plain(cfg, window, device, args.compile))
-            else:
-                runs[way].append(train_lightning(cfg, args.warmup, args.steps, args.compile))
-    profiles = {}
-    if args.profile:  # one more run of each way, profiled: not among the figures
-        for way in ways:
-            if way == "plain":
-                window = StepWindow(args.warmup, args.steps, batch_size, device, count="profile")
-                train_plain(cfg, window, device, args.compile)
-            else:
-                window = timed_run(cfg, args.warmup, args.steps, args.compile, count="profile")
-            profiles[way] = window.profile
+            runs[way].append(run_way(way).result())
+    # One more run of each way, profiled: not among the figures.
+    profiles = {way: run_way(way, "profile").profile for way in ways} if args.profile else {}
     loader, train_samples, workers = loader_only(cfg, args.steps, device)
 
     mine = {"runs": {way: [vars(m) for m in measured] for way, measured in runs.items()}, "loader": loader}

@@ -7,7 +7,7 @@ import pytorch_lightning as pl
 from omegaconf import DictConfig, open_dict
 
 from ..run import run
-from .measure import Measurement, StepWindow
+from .measure import StepWindow
 
 
 class TimeSteps(pl.Callback):
@@ -36,10 +36,6 @@ class CompileModel(pl.Callback):
 
 
 _RUNS = itertools.count()  # the same on every rank: each timed run's own directory
-
-
-def train_lightning(cfg: DictConfig, warmup: int, steps: int, compile_mode: str | None = None) -> Measurement:
-    return timed_run(cfg, warmup, steps, compile_mode).result()
 
 
 def monitors_validation(callback) -> bool:

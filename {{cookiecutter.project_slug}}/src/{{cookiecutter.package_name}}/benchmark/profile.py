@@ -34,18 +34,12 @@ def write_profiles(directory: Path, profiles: dict[str, dict], pairs: list[tuple
     """DIR/<way>.txt for each way, and DIR/<a>-<b>.txt: where way a spends more time than way b."""
     directory.mkdir(parents=True, exist_ok=True)
     for way, rows in profiles.items():
-        total = sum(us for us, _ in rows.values())
-        table = sorted(rows.items(), key=lambda item: -item[1][0])[:TOP]
-        lines = [f"{us:10.1f} {calls:10.1f}  {name}" for name, (us, calls) in table]
-        _write(directory / f"{way}.txt", f"{heading}\n{way}: {total:.0f} µs/step in all", lines)
+        _write(directory / f"{way}.txt", heading, way, rows)
     for first, second in pairs:
         a, b = profiles[first], profiles[second]
         differences = {name: _minus(a.get(name), b.get(name)) for name in a.keys() | b.keys()}
-        total = sum(us for us, _ in differences.values())
-        table = sorted(differences.items(), key=lambda item: -item[1][0])[:TOP]
-        lines = [f"{us:10.1f} {calls:10.1f}  {name}" for name, (us, calls) in table]
-        title = f"{heading}\n{first} - {second}: {total:.0f} µs/step in all; the functions {first} spends more in"
-        _write(directory / f"{first}-{second}.txt", title, lines)
+        more = f"; the functions {first} spends more in"
+        _write(directory / f"{first}-{second}.txt", heading, f"{first} - {second}", differences, more)
 
 
 def _minus(a: tuple[float, float] | None, b: tuple[float, float] | None) -> tuple[float, float]:
@@ -53,7 +47,11 @@ def _minus(a: tuple[float, float] | None, b: tuple[float, float] | None) -> tupl
     return a[0] - b[0], a[1] - b[1]
 
 
-def _write(path: Path, title: str, lines: list[str]) -> None:
+def _write(path: Path, heading: str, what: str, rows: dict[str, tuple[float, float]], more: str = "") -> None:
+    """The TOP functions by µs per step, under the heading and what is shown, with its total."""
+    total = sum(us for us, _ in rows.values())
+    table = sorted(rows.items(), key=lambda item: -item[1][0])[:TOP]
     caveat = "(under cProfile: about twice the time of each Python call)"
     header = f"{'µs/step':>10} {'calls/step':>10}  function (own time: not counting what it calls)"
-    path.write_text("\n".join([title, caveat, header, *lines]) + "\n")
+    lines = [f"{us:10.1f} {calls:10.1f}  {name}" for name, (us, calls) in table]
+    path.write_text("\n".join([heading, f"{what}: {total:.0f} µs/step in all{more}", caveat, header, *lines]) + "\n")
