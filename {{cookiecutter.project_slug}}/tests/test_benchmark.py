@@ -140,6 +140,22 @@ def test_overhead_profiles_where_each_way_spends_its_time(tmp_path):
     assert "pytorch_lightning/" in written["bare-plain.txt"]
 
 
+@pytest.mark.parametrize("module", ["benchmark.__main__", "benchmark.overhead"])
+def test_a_profile_folder_that_is_a_file_stops_with_one_line(module, monkeypatch, capsys, tmp_path):
+    """Before anything trains: the profiles would otherwise be lost after the whole run."""
+    import importlib
+
+    (tmp_path / "notes").write_text("mine")
+    main = importlib.import_module(f"{{ cookiecutter.package_name }}.{module}").main
+    with pytest.raises(SystemExit) as stopped:
+        main(["--steps=1", "--warmup=1", "--repeats=1", f"--profile={tmp_path / 'notes'}", CPU])
+    assert stopped.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    fix = "Fix: --profile a folder of yours, e.g. --profile profile/"
+    assert line == f"ERROR: --profile {tmp_path / 'notes'} is a file, not a folder. {fix}"
+    assert (tmp_path / "notes").read_text() == "mine"
+
+
 def test_benchmark_refuses_more_processes_than_gpus(monkeypatch, capsys):
     import torch
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..launch.command_line import checked_config, stop
 from ..launch.errors import SetupError
+from .profile import check_profile_dir
 from .report import Figures, print_report
 
 
@@ -101,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     try:
+        check_profile_dir(args.profile)
         if args.processes > 1 and "LOCAL_RANK" not in os.environ:
             check_processes(args)
             return relaunch_with_torchrun(args.processes, argv)

@@ -49,7 +49,7 @@ from ..launch.errors import SetupError
 from .lightning_path import TimeSteps, timed_run
 from .measure import StepWindow
 from .plain import train_loader
-from .profile import write_profiles
+from .profile import check_profile_dir, write_profiles
 
 WAYS = ("plain", "bare", "project", "data")
 ADDED = ("bare-plain", "project-bare", "project-bare-data")  # "project-bare-data": project - bare - data
@@ -195,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("pytorch_lightning", "lightning_fabric", "lightning.pytorch"):
             logging.getLogger(name).setLevel(logging.WARNING)
     try:
+        check_profile_dir(args.profile)
         cfg = project_config(args)
         with tempfile.TemporaryDirectory(prefix="overhead-") as root:  # its runs' checkpoints and logs
             with open_dict(cfg):

@@ -14,10 +14,27 @@ totals with the benchmark's. The profiled repeat is not among the timed figures.
 """
 
 import cProfile
+import os
 import pstats
 from pathlib import Path
 
+from ..launch.errors import SetupError
+
 TOP = 40  # rows per table
+
+
+def check_profile_dir(directory: Path | None) -> None:
+    """Before anything runs: --profile names a folder that exists or can be made, and be written."""
+    if directory is None:
+        return
+    existing = next(path for path in [directory, *directory.resolve().parents] if path.exists())
+    if not existing.is_dir():
+        reason = "is a file, not a folder" if existing == directory else f"cannot be made: {existing} is a file"
+    elif not os.access(existing, os.W_OK):
+        reason = f"cannot be written: {existing} is not writable here"
+    else:
+        return
+    raise SetupError(f"--profile {directory} {reason}. Fix: --profile a folder of yours, e.g. --profile profile/")
 
 
 def own_time_per_step(profile: cProfile.Profile, steps: int) -> dict[str, tuple[float, float]]:
