@@ -18,6 +18,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 from pytorch_lightning.strategies import SingleDeviceStrategy
 
+from {{ cookiecutter.package_name }}.hook_costs import NVML_CHECK, cuda_availability_cached
 from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
 from {{ cookiecutter.package_name }}.launch.warnings import quiet_benign_messages
 from {{ cookiecutter.package_name }}.models.autoencoder import AutoEncoder
@@ -269,6 +270,38 @@ def test_step_signatures_are_read_once(tmp_path, monkeypatch):
     monkeypatch.setattr(inspect, "_signature_from_function", counted)
     train_in_process(tmp_path)
     assert reads["training_step"] <= 1, reads  # once per class and process; 41 before, one more a step
+
+
+def test_a_cpu_run_does_not_ask_nvml_at_every_step(tmp_path, monkeypatch):
+    """torch's AdamW asks torch.cuda.is_available() at every step; after Lightning's import each
+    answer went through NVML until CUDA starts, which a run on CPUs never does: about 100 µs a
+    step on the development CPU. In the run torch answers from its cached count instead, and
+    the setting is Lightning's again afterwards."""
+    before = os.environ.get(NVML_CHECK)
+    asked = Counter()
+    is_available = torch.cuda.is_available
+
+    def counted():
+        asked[os.environ.get(NVML_CHECK)] += 1
+        return is_available()
+
+    monkeypatch.setattr(torch.cuda, "is_available", counted)
+    assert train_in_process(tmp_path).global_step == STEPS
+    assert asked["0"] >= STEPS and asked[before] <= 5, asked  # a few, while the Trainer is built
+    assert os.environ.get(NVML_CHECK) == before
+
+
+@pytest.mark.parametrize("before", [None, "1"])
+def test_only_cpu_runs_change_how_torch_checks_for_cuda(monkeypatch, before):
+    monkeypatch.delenv(NVML_CHECK, raising=False)
+    if before is not None:
+        monkeypatch.setenv(NVML_CHECK, before)
+    with cuda_availability_cached(on_gpu=True):
+        assert os.environ.get(NVML_CHECK) == before  # a GPU run: CUDA starts, torch caches its answer
+    with pytest.raises(KeyboardInterrupt), cuda_availability_cached(on_gpu=False):
+        assert os.environ[NVML_CHECK] == "0"
+        raise KeyboardInterrupt  # restored however the run ends
+    assert os.environ.get(NVML_CHECK) == before
 
 
 class AttributesCounted(AutoEncoder):

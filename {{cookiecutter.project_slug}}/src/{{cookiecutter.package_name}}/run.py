@@ -10,7 +10,13 @@ from omegaconf import DictConfig
 from pytorch_lightning.utilities import rank_zero_info
 
 from .callbacks.stop import stop_exit_code
-from .hook_costs import NoProfiler, read_step_signatures_once, skip_empty_batch_hooks, store_hook_names_directly
+from .hook_costs import (
+    NoProfiler,
+    cuda_availability_cached,
+    read_step_signatures_once,
+    skip_empty_batch_hooks,
+    store_hook_names_directly,
+)
 from .launch.checks import check_environment
 from .launch.run_directory import checkpoint_to_resume
 from .launch.warnings import quiet_benign_messages
@@ -73,11 +79,13 @@ def run(cfg: DictConfig) -> pl.Trainer:
     read_step_signatures_once(model)
     trainer = build_trainer(cfg)
     datamodule.check_enough_for(processes(trainer))
-    set_matmul_precision(cfg.speed, on_gpu=trains_on_gpu(trainer))
+    on_gpu = trains_on_gpu(trainer)
+    set_matmul_precision(cfg.speed, on_gpu)
     model = compiled(cfg.speed, model)
     rank_zero_info(f"Run directory (shared by all ranks): {cfg.output_dir}")
-    with stop_exit_code(trainer):  # SIGTERM, Ctrl-C: saved, then 143 / 130
-        trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
-    if cfg.test_after_fit:
-        trainer.test(model, datamodule=datamodule)
+    with cuda_availability_cached(on_gpu):
+        with stop_exit_code(trainer):  # SIGTERM, Ctrl-C: saved, then 143 / 130
+            trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
+        if cfg.test_after_fit:
+            trainer.test(model, datamodule=datamodule)
     return trainer

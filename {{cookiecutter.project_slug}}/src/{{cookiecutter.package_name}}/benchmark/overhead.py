@@ -44,6 +44,7 @@ from omegaconf import open_dict
 from torch import nn
 from torch.nn import functional as F
 
+from ..hook_costs import cuda_availability_cached
 from ..launch.command_line import stop
 from ..launch.errors import SetupError
 from .lightning_path import TimeSteps, timed_run
@@ -89,12 +90,14 @@ def run_plain(batches, window: StepWindow, device: torch.device, optimizer: Call
     net = TinyNet().to(device)
     optimizer = optimizer(net.parameters())
     window.begin()
-    for images, labels in batches[: window.total_steps]:
-        loss = F.cross_entropy(net(images), labels)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        window.step_done()
+    # As without Lightning imported: on CPUs no NVML check per step (hook_costs.py). Bare Lightning pays it.
+    with cuda_availability_cached(on_gpu=device.type == "cuda"):
+        for images, labels in batches[: window.total_steps]:
+            loss = F.cross_entropy(net(images), labels)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            window.step_done()
     return window
 
 

@@ -20,6 +20,7 @@ from torch.utils.data import DistributedSampler
 
 from ..data.in_memory import normalize
 from ..data.loaders import make_loader
+from ..hook_costs import cuda_availability_cached
 from ..models.autoencoder import AutoEncoder
 from .measure import Measurement, StepWindow, synchronize
 
@@ -82,7 +83,8 @@ def tuned_backends(device: torch.device):
 
 
 def train_plain(cfg: DictConfig, window: StepWindow, device: torch.device, compile_mode: str | None = None):
-    with tuned_backends(device):
+    # Without Lightning imported, a plain loop on CPUs never pays NVML's check per step (hook_costs.py).
+    with tuned_backends(device), cuda_availability_cached(on_gpu=device.type == "cuda"):
         return _train_plain(cfg, window, device, compile_mode)
 
 
