@@ -71,6 +71,26 @@ BAD_VALUES = [
     (["trainer.limit_val_batches=-2"], "trainer.limit_val_batches=-2: null, a number of batches"),
     (["trainer.num_sanity_val_steps=-5"], "trainer.num_sanity_val_steps=-5: an integer >= 0"),
     (["trainer.profiler=fast"], "trainer.profiler=fast: null or one of simple, advanced, pytorch"),
+    # Trainer arguments added with +trainer.<key>=...: each is Lightning's, with a value it takes
+    (
+        ["+trainer.max_step=100"],
+        "trainer.max_step=100: not an argument of Lightning's Trainer. Fix: did you mean +trainer.max_steps=100? Else",
+    ),
+    (["+trainer.foo=1"], "trainer.foo=1: not an argument of Lightning's Trainer. Fix: remove +trainer.foo; the"),
+    (["+trainer.strategy=ddp"], "trainer.strategy=ddp: set by the project, not here. Fix: strategy=ddp"),
+    (["+trainer.logger=false"], "trainer.logger=false: set by the project, not here. Fix: logger=csv"),
+    (["+trainer.callbacks=[]"], "trainer.callbacks=[]: set by the project, not here. Fix: callbacks.<name>"),
+    (["+trainer.max_steps=abc"], "trainer.max_steps=abc: an integer >= 1 (-1: no limit). Fix: e.g. +trainer.max_steps"),
+    (["+trainer.val_check_interval=0"], "trainer.val_check_interval=0: null, a number of batches >= 1, a fraction"),
+    (["+trainer.val_check_interval=1.5"], "trainer.val_check_interval=1.5: null, a number of batches >= 1"),
+    (["+trainer.max_time=1:00:00"], 'trainer.max_time=1:00:00: null, "DD:HH:MM:SS" or {hours: ...'),
+    (["+trainer.max_time={hour:1}"], "trainer.max_time={'hour':1}: null, \"DD:HH:MM:SS\""),
+    (["+trainer.check_val_every_n_epoch=0"], "trainer.check_val_every_n_epoch=0: null or an integer >= 1"),
+    (["+trainer.overfit_batches=-1"], "trainer.overfit_batches=-1: a number of batches or a fraction in [0, 1]"),
+    (["+trainer.deterministic=maybe"], "trainer.deterministic=maybe: null, true, false or warn"),
+    (["+trainer.enable_progress_bar=false"], "trainer.enable_progress_bar=false: the bar is the callback"),
+    (["+trainer.enable_checkpointing=false"], "callbacks checkpoint, last_checkpoint save checkpoints"),
+    (["+trainer.barebones=true"], "trainer.barebones=true: Lightning's barebones Trainer takes no logger"),
     # Choices, keys and the override syntax
     (["cluster=foo"], "cluster=foo: no such choice of cluster; allowed: generic, local, lumi"),
     (["strategy=dpp"], "strategy=dpp: no such choice of strategy; allowed: auto, ddp"),
@@ -132,6 +152,29 @@ def test_right_values_pass(capsys, tmp_path, clean_env):
     lenient = ["trainer.precision=16", "trainer.devices=[0]", "model.optimizer.lr=0"]  # what Lightning takes too
     check_command_line([*lenient, f"output_root={tmp_path}"])
     assert capsys.readouterr().err == ""
+
+
+def test_trainer_arguments_lightning_takes_pass(capsys, tmp_path, clean_env):
+    added = ["+trainer.max_steps=500", "+trainer.val_check_interval=0.25", "+trainer.max_time=00:23:30:00"]
+    added += ["+trainer.deterministic=warn", "+trainer.check_val_every_n_epoch=null", "+trainer.min_epochs=1"]
+    check_command_line([*added, f"output_root={tmp_path}"])
+    check_command_line(["+trainer.max_time={hours:23}", "+trainer.val_check_interval=50", f"output_root={tmp_path}"])
+    # What Lightning refuses beside the project's callbacks, once they are removed too:
+    without = ["~callbacks.checkpoint", "~callbacks.last_checkpoint", "+trainer.enable_checkpointing=false"]
+    without += ["~callbacks.progress_bar", "+trainer.enable_progress_bar=false"]
+    check_command_line([*without, f"output_root={tmp_path}"])
+    assert capsys.readouterr().err == ""
+
+
+def test_the_trainer_arguments_are_lightnings():
+    """launch/values.py keeps Lightning's Trainer arguments without importing it: the same list."""
+    import inspect
+
+    import pytorch_lightning as pl
+
+    from {{ cookiecutter.package_name }}.launch.values import TRAINER_ARGUMENTS
+
+    assert list(TRAINER_ARGUMENTS) == [name for name in inspect.signature(pl.Trainer).parameters]
 
 
 def test_every_point_of_a_sweep_is_checked_before_the_first_runs(capsys, tmp_path, clean_env):
@@ -243,10 +286,15 @@ STARTED = [
     ),
     (["data=mnist", "data.root={data}", "data.download=false"], "data.root={data}: MNIST is not under"),
     (["data=mnist", "data.root={small}", "data.val_size=300"], "data.val_size=300: holds out all 256 training images"),
+    (  # each value is allowed; Lightning's Trainer refuses them together
+        ["experiment=smoke", "+trainer.check_val_every_n_epoch=null", "+trainer.val_check_interval=0.5"],
+        "trainer: Lightning's Trainer refuses these settings: `val_check_interval` should be an integer",
+    ),
 ]
+STARTED_IDS = ["devices=3-tiny-set", "no-mnist", "val_size", "trainer-refuses"]
 
 
-@pytest.mark.parametrize(("overrides", "message"), STARTED, ids=["devices=3-tiny-set", "no-mnist", "val_size"])
+@pytest.mark.parametrize(("overrides", "message"), STARTED, ids=STARTED_IDS)
 def test_train_py_stops_with_one_line_and_leaves_no_run_directory(overrides, message, tmp_path):
     small = write_small_mnist(tmp_path / "small")
     paths = {"data": tmp_path / "nothing", "small": small}

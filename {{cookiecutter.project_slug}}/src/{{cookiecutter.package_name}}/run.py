@@ -5,9 +5,11 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 from pytorch_lightning.utilities import rank_zero_info
+from pytorch_lightning.utilities.exceptions import MisconfigurationException
 
 from .callbacks.stop import stop_exit_code
 from .hook_costs import (
@@ -18,6 +20,7 @@ from .hook_costs import (
     store_hook_names_directly,
 )
 from .launch.checks import check_environment
+from .launch.errors import SetupError
 from .launch.run_directory import checkpoint_to_resume
 from .launch.warnings import quiet_benign_messages
 from .speed import compiled, set_matmul_precision, trains_on_gpu
@@ -49,7 +52,18 @@ def build_trainer(cfg: DictConfig) -> pl.Trainer:
     logger = instantiate(cfg.logger) if cfg.get("logger") else False
     profiler = cfg.trainer.get("profiler") or NoProfiler()
     strategy = build_strategy(cfg)
-    trainer = instantiate(cfg.trainer, strategy=strategy, callbacks=callbacks, logger=logger, profiler=profiler)
+    try:
+        trainer = instantiate(cfg.trainer, strategy=strategy, callbacks=callbacks, logger=logger, profiler=profiler)
+    except InstantiationException as error:
+        refusal = error.__cause__
+        if not isinstance(refusal, MisconfigurationException | ValueError):
+            raise
+        # Lightning checks its arguments together (launch/values.py checks each, and the known clashes).
+        reason = str(refusal).rstrip(".")
+        raise SetupError(
+            f"trainer: Lightning's Trainer refuses these settings: {reason}. Fix: change the trainer.* setting it "
+            "names (`python train.py --cfg job` shows them all)"
+        ) from error
     skip_empty_batch_hooks(trainer.callbacks)  # also those Lightning added (model summary)
     return trainer
 

@@ -4,7 +4,9 @@ anything runs (launch/command_line.py), so a wrong value stops with one line tha
 A row whose key is not in the config (e.g. data.num_samples with data=mnist) is skipped.
 """
 
+import difflib
 import os
+import re
 import tempfile
 import zipfile
 from collections.abc import Callable
@@ -87,6 +89,32 @@ def boolean_or_auto(value) -> bool:
     return isinstance(value, bool) or value == "auto"
 
 
+def optional(allowed: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda value: value is None or allowed(value)
+
+
+TIMEDELTA_KEYS = ("weeks", "days", "hours", "minutes", "seconds", "milliseconds", "microseconds")
+
+
+def duration(value) -> bool:
+    """Lightning's time spans (max_time, a time-based val_check_interval): "DD:HH:MM:SS", or
+    datetime.timedelta's arguments, e.g. {hours: 23, minutes: 30}."""
+    if isinstance(value, str):
+        return re.fullmatch(r"\d+:\d\d:\d\d:\d\d", value.strip()) is not None
+    if isinstance(value, DictConfig | dict):
+        return len(value) > 0 and all(key in TIMEDELTA_KEYS and non_negative_number(n) for key, n in value.items())
+    return False
+
+
+def count_or_fraction(value) -> bool:
+    return non_negative_int(value) or (isinstance(value, float) and 0.0 <= value <= 1.0)
+
+
+def validation_interval(value) -> bool:
+    # Batches between validations, a fraction of an epoch, or a time span (Lightning 2.6).
+    return value is None or positive_int(value) or (isinstance(value, float) and 0.0 < value <= 1.0) or duration(value)
+
+
 def one_of(*allowed) -> Callable[[Any], bool]:
     return lambda value: not isinstance(value, bool) and value in allowed
 
@@ -96,6 +124,8 @@ ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")  # CPUs, CUDA/ROCm GPUs, Ap
 PRECISIONS = ("32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-true", "transformer-engine")
 PRECISIONS += ("transformer-engine-float16", "32", "16", "64", "bf16", 32, 16, 64)
 LIMIT = "null, a number of batches, or a fraction in [0, 1]"
+DURATION = 'null, "DD:HH:MM:SS" or {hours: ..., minutes: ...}'
+VALIDATION_INTERVAL = 'null, a number of batches >= 1, a fraction of an epoch in (0, 1], or a time "DD:HH:MM:SS"'
 PROFILERS = ("simple", "advanced", "pytorch")  # Lightning's, by name (not xla: no TPUs here)
 CHECKPOINT_NAMES = ("last", "best", "hpc")  # Lightning's names for a checkpoint of this run
 
@@ -103,6 +133,11 @@ CHECKPOINT_NAMES = ("last", "best", "hpc")  # Lightning's names for a checkpoint
 def row(key: str, allowed: Callable[[Any], bool], what: str, good_value) -> tuple:
     """A rule whose example for the fix is the key with a good value."""
     return key, allowed, what, f"{key}={good_value}"
+
+
+def added(argument: str, allowed: Callable[[Any], bool], what: str, good_value) -> tuple:
+    """A rule for a Trainer argument that the config adds only with +trainer.<argument>=..."""
+    return f"trainer.{argument}", allowed, what, f"+trainer.{argument}={good_value}"
 
 
 # key, is it allowed, what is allowed (said to the user), an example for the fix.
@@ -143,6 +178,23 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     ("trainer.limit_val_batches", batch_limit, LIMIT, "trainer.limit_val_batches=0.1"),
     ("trainer.profiler", one_of(None, *PROFILERS), f"null or one of {', '.join(PROFILERS)}", "trainer.profiler=simple"),
     ("trainer.num_sanity_val_steps", sanity_steps, "an integer >= 0 (-1: all)", "trainer.num_sanity_val_steps=2"),
+    # Trainer arguments that configs/trainer/default.yaml leaves out, added with +trainer.<key>=...
+    added("max_steps", epochs, "an integer >= 1 (-1: no limit)", 10000),
+    added("min_epochs", optional(non_negative_int), "null or an integer >= 0", 1),
+    added("min_steps", optional(non_negative_int), "null or an integer >= 0", 100),
+    added("max_time", optional(duration), DURATION, "00:23:30:00"),
+    added("limit_test_batches", batch_limit, LIMIT, 0.1),
+    added("limit_predict_batches", batch_limit, LIMIT, 0.1),
+    added("overfit_batches", count_or_fraction, "a number of batches or a fraction in [0, 1]", 10),
+    added("val_check_interval", validation_interval, VALIDATION_INTERVAL, 0.25),
+    added("check_val_every_n_epoch", optional(positive_int), "null or an integer >= 1", 2),
+    added("reload_dataloaders_every_n_epochs", non_negative_int, "an integer >= 0", 0),
+    added("deterministic", one_of(None, True, False, "warn"), "null, true, false or warn", "true"),
+    added("gradient_clip_algorithm", one_of(None, "norm", "value"), "null, norm or value", "norm"),
+    added("enable_model_summary", optional(boolean), "null, true or false", "false"),
+    added("detect_anomaly", boolean, "true or false", "true"),
+    added("inference_mode", boolean, "true or false", "true"),
+    added("use_distributed_sampler", boolean, "true or false", "true"),
     row("callbacks.progress_bar.every_n_steps", positive_int, "an integer >= 1", 20),
     row("callbacks.last_checkpoint.every_n_epochs", positive_int, "an integer >= 1 (1: every epoch)", 10),
     row("callbacks.timed_checkpoint.every_minutes", non_negative_number, "a number >= 0 (0: only at epoch ends)", 30),
@@ -171,12 +223,76 @@ def select(cfg: DictConfig, key: str):
 
 
 def check_values(cfg: DictConfig) -> None:
+    check_trainer_arguments(select(cfg, "trainer"), select(cfg, "callbacks"))
     for key, allowed, what, example in RULES:
         value = select(cfg, key)
         if value is not _ABSENT and not allowed(value):
             raise SetupError(f"{key}={shown(value)}: {what}. Fix: e.g. {example}")
     check_output_root(select(cfg, "output_root"))
     check_checkpoint(select(cfg, "ckpt_path"))
+
+
+# The arguments of Lightning 2.6's Trainer (tests/test_train_bad_inputs.py compares them with
+# the installed Lightning's); run.py passes the three below itself, from their config groups.
+TRAINER_ARGUMENTS = (
+    "accelerator", "strategy", "devices", "num_nodes", "precision", "logger", "callbacks", "fast_dev_run",
+    "max_epochs", "min_epochs", "max_steps", "min_steps", "max_time", "limit_train_batches", "limit_val_batches",
+    "limit_test_batches", "limit_predict_batches", "overfit_batches", "val_check_interval", "check_val_every_n_epoch",
+    "num_sanity_val_steps", "log_every_n_steps", "enable_checkpointing", "enable_progress_bar", "enable_model_summary",
+    "accumulate_grad_batches", "gradient_clip_val", "gradient_clip_algorithm", "deterministic", "benchmark",
+    "inference_mode", "use_distributed_sampler", "profiler", "detect_anomaly", "barebones", "plugins",
+    "sync_batchnorm", "reload_dataloaders_every_n_epochs", "default_root_dir", "enable_autolog_hparams",
+    "model_registry",
+)  # fmt: skip
+SET_BY_RUN = {
+    "strategy": "strategy=ddp (a config of configs/strategy/)",
+    "callbacks": "callbacks.<name>.<key>=... to change one, ~callbacks.<name> to remove one (configs/callbacks/)",
+    "logger": "logger=csv, logger=tensorboard, or ~logger for none (configs/logger/)",
+}
+
+
+def check_trainer_arguments(trainer, callbacks) -> None:
+    """Keys added with +trainer.<key>=... go to Lightning's Trainer as they are: each must be
+    one of its arguments, not one that run.py builds from its own config group, and not one
+    that Lightning refuses beside the project's callbacks (run.py still turns any other refusal
+    of the Trainer's into one line)."""
+    if not isinstance(trainer, DictConfig):
+        return
+    callbacks = callbacks if isinstance(callbacks, DictConfig) else {}
+    for key in map(str, trainer.keys()):  # names only: the values are read for the message alone
+        if key in SET_BY_RUN:
+            value = shown(select(trainer, key))
+            raise SetupError(f"trainer.{key}={value}: set by the project, not here. Fix: {SET_BY_RUN[key]}")
+        if key != "_target_" and key not in TRAINER_ARGUMENTS:
+            value = shown(select(trainer, key))
+            close = difflib.get_close_matches(key, TRAINER_ARGUMENTS, n=1)
+            fix = f"did you mean +trainer.{close[0]}={value}? Else remove +trainer.{key}" if close else ""
+            fix = fix or f"remove +trainer.{key}; the Trainer's arguments: {', '.join(TRAINER_ARGUMENTS)}"
+            raise SetupError(f"trainer.{key}={value}: not an argument of Lightning's Trainer. Fix: {fix}")
+    if select(trainer, "barebones") is True:
+        raise SetupError(
+            "trainer.barebones=true: Lightning's barebones Trainer takes no logger, progress bar or checkpoints, "
+            "which this project's runs need. Fix: remove +trainer.barebones (the project's own per-step costs are "
+            "cut already: docs/performance.md)"
+        )
+    if select(trainer, "enable_progress_bar") is False and "progress_bar" in callbacks:
+        raise SetupError(
+            "trainer.enable_progress_bar=false: the bar is the callback callbacks.progress_bar. "
+            "Fix: ~callbacks.progress_bar instead"
+        )
+    checkpoints = [name for name, callback in callbacks.items() if _saves_checkpoints(callback)]
+    if select(trainer, "enable_checkpointing") is False and checkpoints:
+        removed = " ".join(f"~callbacks.{name}" for name in checkpoints)
+        raise SetupError(
+            f"trainer.enable_checkpointing=false: callbacks {', '.join(checkpoints)} save checkpoints (last.ckpt "
+            f"keeps a run resumable). Fix: leave it out, or to train without them: {removed}"
+        )
+
+
+def _saves_checkpoints(callback) -> bool:
+    """A Lightning Checkpoint callback of configs/callbacks/ (Lightning refuses those without checkpointing)."""
+    target = str(callback.get("_target_", "")) if isinstance(callback, DictConfig) else ""
+    return target.endswith(("ModelCheckpoint", ".LastCheckpoint"))
 
 
 def check_output_root(root) -> None:
