@@ -2,6 +2,8 @@
 strategy's swap to DeepSpeed's CPU Adam under ZeRO-Offload (strategies/deepspeed.py), which
 takes the same step."""
 
+import io
+
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
@@ -27,6 +29,19 @@ def test_the_config_builds_adamw_with_its_settings():
     optimizer = instantiate(cfg.model).configure_optimizers()
     assert type(optimizer) is torch.optim.AdamW
     assert (optimizer.defaults["lr"], optimizer.defaults["weight_decay"]) == (0.02, 0.5)
+
+
+def test_betas_and_eps_from_the_config_reach_adamw_and_its_checkpoint():
+    register_resolvers()
+    overrides = ["+model.optimizer.betas=[0.8,0.95]", "+model.optimizer.eps=1e-6"]
+    with initialize_config_dir(config_dir=str(PROJECT / "configs"), version_base="1.3"):
+        cfg = compose("train", overrides=overrides)
+    optimizer = instantiate(cfg.model).configure_optimizers()
+    assert (optimizer.defaults["betas"], optimizer.defaults["eps"]) == ((0.8, 0.95), 1e-6)
+    saved = io.BytesIO()
+    torch.save(optimizer.state_dict(), saved)  # as in a checkpoint, which Lightning loads with weights_only
+    saved.seek(0)
+    assert torch.load(saved, weights_only=True)["param_groups"][0]["betas"] == (0.8, 0.95)
 
 
 def test_fused_auto_is_off_for_parameters_on_the_cpu():

@@ -42,6 +42,17 @@ BAD_VALUES = [
     (["model.optimizer.lr=-1e-3"], "model.optimizer.lr=-0.001: a number >= 0"),
     (["model.optimizer.lr=[1]"], "model.optimizer.lr=[1]: a number >= 0"),
     (["model.optimizer.weight_decay=-1"], "model.optimizer.weight_decay=-1: a number >= 0"),
+    (["+model.optimizer.betas=[0.9]"], "model.optimizer.betas=[0.9]: two numbers in [0, 1)"),
+    (["+model.optimizer.betas=[0.9,1.5]"], "model.optimizer.betas=[0.9,1.5]: two numbers in [0, 1)"),
+    (["+model.optimizer.eps=0"], "model.optimizer.eps=0: a number > 0"),
+    (["+model.optimizer.foo=1"], "model.optimizer.foo=1: not an argument of "),  # the project's optim.adamw
+    (["+model.optimizer.lrr=1"], "Fix: did you mean model.optimizer.lr=1? Else remove +model.optimizer.lrr"),
+    (["+model.net.chanels=8"], "Fix: did you mean +model.net.channels=8? Else remove +model.net.chanels"),
+    (["data=synthetic", "+data.foo=1"], ".data.synthetic.SyntheticDataModule (it takes num_samples, image_shape"),
+    (["model.net._target_=torch.nn.Linear"], "not an argument of torch.nn.Linear (it takes in_features"),
+    (["model.optimizer._target_=torch.optim.Nope"], "model.optimizer._target_=torch.optim.Nope: does not import"),
+    (["+callbacks.foo.x=1"], "callbacks.foo={'x':1}: a callback needs a _target_"),
+    (["callbacks.progress_bar=null"], "progress_bar=null: a callback needs a _target_ (the class to build). Fix: ~"),
     (["seed=abc"], "seed=abc: an integer"),
     (["run_id="], "run_id='': a name without /"),
     (["run_id=../elsewhere"], "run_id=../elsewhere: a name without /"),
@@ -163,6 +174,13 @@ def test_trainer_arguments_lightning_takes_pass(capsys, tmp_path, clean_env):
     without = ["~callbacks.checkpoint", "~callbacks.last_checkpoint", "+trainer.enable_checkpointing=false"]
     without += ["~callbacks.progress_bar", "+trainer.enable_progress_bar=false"]
     check_command_line([*without, f"output_root={tmp_path}"])
+    assert capsys.readouterr().err == ""
+
+
+def test_arguments_added_to_what_the_config_builds_pass_where_taken(capsys, tmp_path, clean_env):
+    added = ["+callbacks.lr._target_=pytorch_lightning.callbacks.LearningRateMonitor"]
+    added += ["+callbacks.lr.logging_interval=step"]
+    check_command_line([*added, "model.optimizer._target_=torch.optim.SGD", f"output_root={tmp_path}"])
     assert capsys.readouterr().err == ""
 
 

@@ -89,6 +89,11 @@ def boolean_or_auto(value) -> bool:
     return isinstance(value, bool) or value == "auto"
 
 
+def betas(value) -> bool:
+    # Adam's decay rates of its two running averages.
+    return isinstance(value, ListConfig | list) and len(value) == 2 and all(_number(v) and 0 <= v < 1 for v in value)
+
+
 def optional(allowed: Callable[[Any], bool]) -> Callable[[Any], bool]:
     return lambda value: value is None or allowed(value)
 
@@ -160,6 +165,8 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     ("data.in_memory", boolean, "true or false", "data.in_memory=true"),
     ("model.optimizer.lr", non_negative_number, "a number >= 0 (the learning rate)", "model.optimizer.lr=1e-3"),
     ("model.optimizer.weight_decay", non_negative_number, "a number >= 0", "model.optimizer.weight_decay=0.01"),
+    ("model.optimizer.betas", betas, "two numbers in [0, 1)", "+model.optimizer.betas=[0.9,0.999]"),
+    ("model.optimizer.eps", positive_number, "a number > 0", "+model.optimizer.eps=1e-8"),
     ("model.optimizer.fused", boolean_or_auto, "true, false or auto", "model.optimizer.fused=auto"),
     ("model.num_classes", positive_int, "an integer >= 1", "model.num_classes=10"),
     ("model.net.hidden", positive_int, "an integer >= 1 (units of the hidden layer)", "model.net.hidden=128"),
@@ -224,6 +231,7 @@ def select(cfg: DictConfig, key: str):
 
 def check_values(cfg: DictConfig) -> None:
     check_trainer_arguments(select(cfg, "trainer"), select(cfg, "callbacks"))
+    check_callbacks(select(cfg, "callbacks"))
     for key, allowed, what, example in RULES:
         value = select(cfg, key)
         if value is not _ABSENT and not allowed(value):
@@ -287,6 +295,19 @@ def check_trainer_arguments(trainer, callbacks) -> None:
             f"trainer.enable_checkpointing=false: callbacks {', '.join(checkpoints)} save checkpoints (last.ckpt "
             f"keeps a run resumable). Fix: leave it out, or to train without them: {removed}"
         )
+
+
+def check_callbacks(callbacks) -> None:
+    """Each entry of callbacks: builds one (a _target_); callbacks.<name>=null does not remove one."""
+    if not isinstance(callbacks, DictConfig):
+        return
+    for name in map(str, callbacks.keys()):
+        callback = callbacks._get_node(name)
+        if not isinstance(callback, DictConfig) or "_target_" not in callback:
+            raise SetupError(
+                f"callbacks.{name}={shown(select(callbacks, name))}: a callback needs a _target_ (the class to build). "
+                f"Fix: ~callbacks.{name} to leave it out, or +callbacks.{name}._target_=<module.Class> to add one"
+            )
 
 
 def _saves_checkpoints(callback) -> bool:
