@@ -2,8 +2,12 @@
 
 import pytest
 import torch
+from hydra import compose, initialize_config_dir
 
-from tests.helpers import FAST, run_train, write_small_mnist
+from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
+from {{ cookiecutter.package_name }}.run import run
+
+from tests.helpers import FAST, PROJECT, run_train, write_small_mnist
 
 
 @pytest.mark.parametrize("model", ["cnn", "autoencoder"])
@@ -37,3 +41,24 @@ def test_precision_and_accumulation_switches(tmp_path):
     assert "Using bfloat16 Automatic Mixed Precision (AMP)" in result.stdout + result.stderr
     checkpoint = torch.load(tmp_path / "switches" / "checkpoints" / "last.ckpt", weights_only=False)
     assert checkpoint["global_step"] == 2  # 4 batches, one optimizer step per 2
+
+
+@pytest.mark.parametrize(
+    ("precision", "data"),
+    [("bf16-true", "in_memory=true"), ("64-true", "in_memory=true"), ("bf16-true", "in_memory=false")],
+)
+def test_models_train_in_a_true_precision(precision, data, tmp_path):
+    """The model's own dtype: the batch is normalised after Lightning's cast of it, so it is cast
+    too (it stopped with "Input type (float) and bias type (c10::BFloat16) should be the same")."""
+    register_resolvers()
+    root = write_small_mnist(tmp_path / "mnist")
+    overrides = ["data=mnist", f"data.root={root}", "data.download=false", "data.val_size=64", f"data.{data}"]
+    overrides += ["trainer.accelerator=cpu", f"trainer.precision={precision}", "+trainer.max_steps=2"]
+    overrides += ["trainer.limit_val_batches=1", "trainer.log_every_n_steps=1", "~callbacks.progress_bar"]
+    overrides += ["logger=csv", f"output_dir={tmp_path}/run"]
+    with initialize_config_dir(config_dir=str(PROJECT / "configs"), version_base="1.3"):
+        cfg = compose("train", overrides=overrides)
+    trainer = run(cfg)
+    assert trainer.global_step == 2
+    dtype = {"bf16-true": torch.bfloat16, "64-true": torch.float64}[precision]
+    assert next(trainer.lightning_module.parameters()).dtype == dtype

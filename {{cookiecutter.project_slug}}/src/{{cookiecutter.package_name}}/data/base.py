@@ -95,4 +95,9 @@ class ImageDataModule(pl.LightningDataModule):
 
     def on_after_batch_transfer(self, batch, dataloader_idx: int):
         images, labels = batch
-        return normalize(images, self.mean, self.std), labels
+        images = normalize(images, self.mean, self.std)
+        if self.trainer is not None:
+            # A "-true" precision (bf16-true, 64-true) trains in its dtype, and Lightning casts a
+            # batch's floats to it before this hook, when these images were still integers.
+            images = self.trainer.precision_plugin.convert_input(images)
+        return images, labels
