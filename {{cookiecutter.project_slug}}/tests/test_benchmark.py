@@ -43,6 +43,13 @@ def test_benchmark_compares_plain_and_lightning(tmp_path):
     check_report(stdout, json.loads((tmp_path / "figures.json").read_text()), processes=1)
 
 
+def test_benchmark_trains_both_ways_in_a_true_precision(tmp_path):
+    """bf16-true: the model and its inputs in bfloat16, both ways (the plain loop refused it)."""
+    args = (*SHORT, "trainer.precision=bf16-true", CPU, f"--json={tmp_path / 'figures.json'}")
+    stdout = run_module("benchmark", *args, cwd=tmp_path).stdout
+    check_report(stdout, json.loads((tmp_path / "figures.json").read_text()), processes=1)
+
+
 def test_benchmark_reads_mnist_sample_by_sample_with_workers(tmp_path):
     root = write_small_mnist(tmp_path / "mnist", train=300)
     mnist = ["data=mnist", f"data.root={root}", "data.download=false", "data.val_size=44", "data.in_memory=false"]
@@ -178,6 +185,11 @@ BAD_OVERRIDES = [
     ("benchmark.__main__", [*ONE_STEP, "data.batch_size=abc"], "ERROR: data.batch_size=abc: an integer >= 1"),
     ("benchmark.__main__", [*ONE_STEP, "--processes=2", "model=resnet"], "ERROR: model=resnet: no such choice of"),
     ("benchmark.__main__", [*ONE_STEP, "trainer.sync_batchnorm=true", CPU], "ERROR: trainer.sync_batchnorm=true works"),
+    (
+        "benchmark.__main__",
+        [*ONE_STEP, "trainer.precision=transformer-engine", CPU],
+        "ERROR: trainer.precision=transformer-engine: the benchmark's plain loop trains 32-true, bf16-mixed",
+    ),
     ("benchmark.overhead", [*ONE_STEP, "logger=null"], "ERROR: logger=null: logger is a config group"),
     ("benchmark.overhead", [*ONE_STEP, "foo=1"], "ERROR: foo=1: no such key in the config"),
     ("benchmark.scaling", [*ONE_STEP, "--processes=1,2", "trainer.precision=17"], "ERROR: trainer.precision=17: one"),

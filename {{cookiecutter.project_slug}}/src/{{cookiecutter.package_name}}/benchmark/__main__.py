@@ -121,7 +121,7 @@ def benchmark(args: argparse.Namespace) -> int:
     from ..launch.warnings import quiet_benign_messages
     from .lightning_path import timed_run
     from .measure import StepWindow
-    from .plain import loader_only, train_plain
+    from .plain import check_precision, loader_only, train_plain
     from .profile import write_profiles
 
     if not args.verbose:
@@ -133,6 +133,8 @@ def benchmark(args: argparse.Namespace) -> int:
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     cfg = compose_config(args, world_size, local_world_size, tempfile.gettempdir())
     check_environment(cfg)  # what train.py refuses (a GPU-only strategy on a CPU, ...), before either way runs
+    if "plain" in args.ways.split(","):
+        check_precision(cfg.trainer.precision)
     output_dir = tempfile.mkdtemp(prefix="benchmark-")
     with open_dict(cfg):
         cfg.output_dir = output_dir

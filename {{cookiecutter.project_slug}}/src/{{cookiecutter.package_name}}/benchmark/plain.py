@@ -21,12 +21,26 @@ from torch.utils.data import DistributedSampler
 from ..data.in_memory import normalize
 from ..data.loaders import make_loader
 from ..hook_costs import cuda_availability_cached
+from ..launch.errors import SetupError
 from ..models.autoencoder import AutoEncoder
 from .measure import Measurement, StepWindow, synchronize
 
 # torch.autocast dtypes of Lightning's mixed precisions; "32-true" and "32" need none.
 AUTOCAST = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
 FULL_PRECISION = {"32-true", "32", 32}
+# Lightning's "-true" precisions: the model and its inputs in that dtype, no autocast.
+TRUE_DTYPES = {"bf16-true": torch.bfloat16, "16-true": torch.float16, "64-true": torch.float64}
+
+
+def check_precision(precision):
+    """A precision the plain loop can train as Lightning does (else SetupError: one line)."""
+    if precision not in FULL_PRECISION and precision not in AUTOCAST and precision not in TRUE_DTYPES:
+        allowed = ", ".join(["32-true", *AUTOCAST, *TRUE_DTYPES])
+        raise SetupError(
+            f"trainer.precision={precision}: the benchmark's plain loop trains {allowed}. "
+            "Fix: e.g. trainer.precision=bf16-mixed"
+        )
+    return precision
 
 
 def train_loader(cfg: DictConfig, device: torch.device):
@@ -89,12 +103,11 @@ def train_plain(cfg: DictConfig, window: StepWindow, device: torch.device, compi
 
 
 def _train_plain(cfg: DictConfig, window: StepWindow, device: torch.device, compile_mode: str | None) -> Measurement:
-    precision = cfg.trainer.precision
-    if precision not in FULL_PRECISION and precision not in AUTOCAST:
-        raise ValueError(f"the plain loop supports precision {sorted(map(str, FULL_PRECISION | set(AUTOCAST)))}")
+    precision = check_precision(cfg.trainer.precision)
+    true_dtype = TRUE_DTYPES.get(precision)
     torch.manual_seed(cfg.seed)
     loader, datamodule = train_loader(cfg, device)
-    module = instantiate(cfg.model).to(device)
+    module = instantiate(cfg.model).to(device, dtype=true_dtype)
     optimizer = fused_on_cuda(module.configure_optimizers(), device)
     if compile_mode:
         module.compile(mode=compile_mode)  # in place: its calls, also through DDP, run compiled
@@ -116,6 +129,7 @@ def _train_plain(cfg: DictConfig, window: StepWindow, device: torch.device, comp
             sampler.set_epoch(epoch)
         for images, labels in loader:
             images = normalize(images.to(device, non_blocking=True), datamodule.mean, datamodule.std)
+            images = images if true_dtype is None else images.to(true_dtype)
             labels = labels.to(device, non_blocking=True)
             with autocast:
                 loss = _loss(module, model(images), images, labels)
