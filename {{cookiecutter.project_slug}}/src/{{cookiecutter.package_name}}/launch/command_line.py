@@ -16,7 +16,8 @@ from typing import NoReturn
 
 from .environment import global_rank, register_resolvers
 from .errors import SetupError
-from .values import check_values, shown
+from .targets import check_added_arguments
+from .values import check_values
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 HIDDEN = ("localslurm",)  # the tests' own Slurm; names starting with _ are bases of the others
@@ -94,71 +95,8 @@ def _checked(overrides: list[str]):
     cfg = _compose(overrides)
     _check_choices(cfg)
     check_values(cfg)
-    _check_added_arguments(cfg, overrides)
+    check_added_arguments(cfg, overrides)
     return cfg
-
-
-def _check_added_arguments(cfg, overrides: list[str]) -> None:
-    """An argument added to what the config builds (a node with `_target_`, e.g. +model.foo=1 or
-    +model.optimizer.betas=...): its class or function must take it, and a `_target_` given here
-    must import and take the node's other keys. Otherwise the run would stop later, on Hydra's
-    report or inside Lightning's fit (the optimizer is built there). Imports only those targets;
-    the Trainer's arguments are checked without importing Lightning (values.py)."""
-    from omegaconf import DictConfig, OmegaConf
-
-    for override in overrides:
-        typed = override.partition("=")[0]
-        parent, _, name = typed.lstrip("+").rpartition(".")
-        added = typed.startswith("+") or name == "_target_"
-        if not added or not parent or parent.split(".")[0] in ("hydra", "trainer"):
-            continue
-        node = OmegaConf.select(cfg, parent, default=None)
-        if not isinstance(node, DictConfig) or "_target_" not in node:
-            continue
-        target = str(node.get("_target_"))
-        taken = _arguments(target, f"{parent}._target_")
-        if taken is None:
-            continue
-        if name != "_target_":
-            given = {name: f"remove {typed}"}
-        else:  # the node's own keys go to the new target too
-            given = {str(key): f"~{parent}.{key}" for key in node.keys() if not str(key).startswith("_")}
-        for argument, removal in given.items():
-            if argument not in taken:
-                raise SetupError(_not_taken(parent, argument, node, target, taken, removal))
-
-
-def _not_taken(parent: str, argument: str, node, target: str, taken: list[str], removal: str) -> str:
-    from omegaconf import OmegaConf
-
-    value = shown(OmegaConf.to_container(node, resolve=False)[argument])
-    close = difflib.get_close_matches(argument, taken, n=1)
-    fix = removal
-    if close:
-        plus = "" if close[0] in node else "+"  # a key the config has is set without +
-        fix = f"did you mean {plus}{parent}.{close[0]}={value}? Else {fix}"
-    return f"{parent}.{argument}={value}: not an argument of {target} (it takes {', '.join(taken)}). Fix: {fix}"
-
-
-def _arguments(target: str, key: str) -> list[str] | None:
-    """The keyword arguments that `target` takes; None where it takes any (**kwargs)."""
-    import inspect
-
-    try:
-        built = _locate(target)
-    except (ImportError, AttributeError) as error:
-        raise SetupError(
-            f"{key}={target}: does not import ({one_line(str(error))}). Fix: the dotted path of a class or "
-            "function that imports here, e.g. torch.optim.AdamW"
-        ) from error
-    try:
-        parameters = list(inspect.signature(built).parameters.values())
-    except (TypeError, ValueError):  # no signature to read (some C functions): the run will say
-        return None
-    if any(parameter.kind is parameter.VAR_KEYWORD for parameter in parameters):
-        return None
-    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return [parameter.name for parameter in parameters if parameter.kind in keyword]
 
 
 def _jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
@@ -236,22 +174,6 @@ def _given(key: str, overrides: list[str]) -> str:
         if override.lstrip("+~").split("=", 1)[0] == key:
             return override
     return key
-
-
-def _locate(target: str):
-    """The object at a dotted path, as Hydra finds a _target_ (its own lookup also logs the error)."""
-    import importlib
-
-    parts = target.split(".")
-    for end in range(len(parts), 0, -1):  # the longest prefix that is a module, then attributes
-        try:
-            found = importlib.import_module(".".join(parts[:end]))
-        except ImportError:
-            continue
-        for name in parts[end:]:
-            found = getattr(found, name)
-        return found
-    raise ImportError(f"no module named {parts[0]!r}")
 
 
 def _unknown_choice(error, overrides: list[str]) -> str:
