@@ -19,7 +19,7 @@ from .hook_costs import (
     skip_empty_batch_hooks,
     store_hook_names_directly,
 )
-from .launch.checks import check_environment
+from .launch.checks import check_environment, check_epoch_length
 from .launch.errors import SetupError
 from .launch.run_directory import checkpoint_to_resume
 from .launch.warnings import quiet_benign_messages
@@ -93,6 +93,7 @@ def run(cfg: DictConfig) -> pl.Trainer:
     read_step_signatures_once(model)
     trainer = build_trainer(cfg)
     datamodule.check_enough_for(processes(trainer))
+    check_epoch_length(trainer, datamodule.train_batches(processes(trainer)))
     on_gpu = trains_on_gpu(trainer)
     set_matmul_precision(cfg.speed, on_gpu)
     model = compiled(cfg.speed, model)

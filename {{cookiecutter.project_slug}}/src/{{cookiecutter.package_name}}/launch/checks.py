@@ -137,3 +137,29 @@ def check_environment(cfg: DictConfig) -> None:
     check_multirun(cfg)
     check_speed(cfg.speed, cfg.strategy)
     check_fused(cfg.model)
+
+
+def check_epoch_length(trainer, batches: int | None) -> None:
+    """The Trainer's per-epoch settings against the batches each process gets in an epoch (None:
+    unknown until the data is set up). Lightning checks these only once fit has started, with a
+    traceback; the same rules (its fit loop's setup_data), on the values it resolved (fast_dev_run
+    and overfit_batches set limit_train_batches and val_check_interval)."""
+    limit = trainer.limit_train_batches
+    if batches is None or limit == 0:  # 0: no training, so Lightning checks nothing
+        return
+    if isinstance(limit, float) and int(batches * limit) == 0:
+        raise SetupError(
+            f"trainer.limit_train_batches={limit}: less than one of the {batches} training batches each process gets "
+            f"in an epoch. Fix: a fraction of at least 1/{batches}, or a number: trainer.limit_train_batches=1"
+        )
+    limited = min(batches, limit) if isinstance(limit, int) else int(batches * limit)
+    trained = f"the {limited} training batches each process gets in an epoch"
+    if limited < batches:
+        trained += f" (trainer.limit_train_batches={limit})"
+    interval = trainer.val_check_interval
+    if isinstance(interval, int) and interval > limited and trainer.check_val_every_n_epoch is not None:
+        raise SetupError(
+            f"trainer.val_check_interval={interval}: more than {trained}, so validation would never run. "
+            f"Fix: +trainer.val_check_interval={limited} or less, a fraction "
+            "of the epoch (e.g. 0.25), or +trainer.check_val_every_n_epoch=null to count the batches across epochs"
+        )
