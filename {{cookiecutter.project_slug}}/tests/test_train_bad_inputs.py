@@ -102,6 +102,8 @@ BAD_VALUES = [
     (["+trainer.enable_progress_bar=false"], "trainer.enable_progress_bar=false: the bar is the callback"),
     (["+trainer.enable_checkpointing=false"], "callbacks checkpoint, last_checkpoint save checkpoints"),
     (["+trainer.barebones=true"], "trainer.barebones=true: Lightning's barebones Trainer takes no logger"),
+    (["trainer.precision=16-true"], "trainer.precision=16-true: the optimizer's eps (1e-08) is below float16's"),
+    (["trainer.precision=16-true", "+model.optimizer.eps=1e-6"], "(1e-06) is below float16's smallest normal number"),
     # Choices, keys and the override syntax
     (["cluster=foo"], "cluster=foo: no such choice of cluster; allowed: generic, local, lumi"),
     (["strategy=dpp"], "strategy=dpp: no such choice of strategy; allowed: auto, ddp"),
@@ -162,6 +164,9 @@ def test_right_values_pass(capsys, tmp_path, clean_env):
     check_command_line(["-m", "data.batch_size=16,32", f"output_root={tmp_path}"])
     lenient = ["trainer.precision=16", "trainer.devices=[0]", "model.optimizer.lr=0"]  # what Lightning takes too
     check_command_line([*lenient, f"output_root={tmp_path}"])
+    half = ["trainer.precision=16-true", "+model.optimizer.eps=1e-4"]  # float16 holds it
+    check_command_line([*half, f"output_root={tmp_path}"])
+    check_command_line([half[0], "model.optimizer._target_=torch.optim.SGD", f"output_root={tmp_path}"])  # no eps
     assert capsys.readouterr().err == ""
 
 
@@ -259,6 +264,55 @@ def test_too_little_data_for_the_processes_names_the_batch_size():
         data.check_enough_for(3)
 
 
+def test_adamw_in_float16_needs_the_eps_that_the_check_asks_for():
+    """Why trainer.precision=16-true refuses torch's default eps (launch/targets.py): with the weights
+    and AdamW's state in float16, eps 1e-8 rounds to 0 and the weights become NaN within a few steps."""
+    from {{ cookiecutter.package_name }}.launch.targets import FLOAT16_SMALLEST_NORMAL
+    from {{ cookiecutter.package_name }}.optim import adamw
+
+    assert FLOAT16_SMALLEST_NORMAL == pytest.approx(torch.finfo(torch.float16).tiny, rel=1e-3)
+
+    def weights_after_training(eps: float) -> torch.Tensor:
+        torch.manual_seed(0)
+        net = torch.nn.Linear(784, 10).half()
+        optimizer = adamw(net.parameters(), eps=eps, fused=False)
+        for _ in range(40):
+            images, labels = torch.rand(64, 784).half(), torch.randint(0, 10, (64,))
+            torch.nn.functional.cross_entropy(net(images), labels).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        return net.weight
+
+    assert not weights_after_training(1e-8).isfinite().all()
+    assert weights_after_training(1e-4).isfinite().all()
+
+
+def test_epoch_settings_beyond_an_epochs_batches_stop_before_fit():
+    """What Lightning finds wrong only once fit has started (launch/checks.py: check_epoch_length),
+    on a Trainer built as run.py builds it; its own rules for fast_dev_run and check_val_every_n_epoch."""
+    import pytorch_lightning as pl
+
+    def trainer(**settings) -> pl.Trainer:
+        quiet = {"logger": False, "enable_checkpointing": False, "enable_progress_bar": False}
+        return pl.Trainer(accelerator="cpu", enable_model_summary=False, **quiet, **settings)
+
+    with pytest.raises(SetupError, match=r"val_check_interval=17: more than the 16 training batches .*=16 or less"):
+        checks.check_epoch_length(trainer(val_check_interval=17), batches=16)
+    with pytest.raises(SetupError, match=r"the 4 training batches .* \(trainer.limit_train_batches=4\)"):
+        checks.check_epoch_length(trainer(val_check_interval=5, limit_train_batches=4), batches=16)
+    with pytest.raises(SetupError, match=r"limit_train_batches=0.05: less than one of the 16 .* at least 1/16"):
+        checks.check_epoch_length(trainer(limit_train_batches=0.05), batches=16)
+    for fine in (
+        {"val_check_interval": 16},
+        {"val_check_interval": 17, "check_val_every_n_epoch": None},  # counts batches across epochs
+        {"val_check_interval": 100, "fast_dev_run": 2},  # Lightning validates after the 2 batches
+        {"limit_train_batches": 0.0625},
+        {"limit_train_batches": 0},  # no training: nothing to check
+    ):
+        checks.check_epoch_length(trainer(**fine), batches=16)
+    checks.check_epoch_length(trainer(val_check_interval=17), batches=None)  # unknown before setup
+
+
 def test_deepspeed_not_installed_says_how_to_install_it_also_without_a_gpu(monkeypatch):
     from omegaconf import OmegaConf
 
@@ -308,8 +362,12 @@ STARTED = [
         ["experiment=smoke", "+trainer.check_val_every_n_epoch=null", "+trainer.val_check_interval=0.5"],
         "trainer: Lightning's Trainer refuses these settings: `val_check_interval` should be an integer",
     ),
+    (  # Lightning would say so with a traceback once fit has started
+        ["experiment=smoke", "+trainer.val_check_interval=50"],
+        "trainer.val_check_interval=50: more than the 20 training batches each process gets in an epoch",
+    ),
 ]
-STARTED_IDS = ["devices=3-tiny-set", "no-mnist", "val_size", "trainer-refuses"]
+STARTED_IDS = ["devices=3-tiny-set", "no-mnist", "val_size", "trainer-refuses", "val_check_interval-beyond-epoch"]
 
 
 @pytest.mark.parametrize(("overrides", "message"), STARTED, ids=STARTED_IDS)

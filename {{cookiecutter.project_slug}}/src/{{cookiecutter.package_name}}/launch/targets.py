@@ -81,3 +81,34 @@ def _locate(target: str):
             found = getattr(found, name)
         return found
     raise ImportError(f"no module named {parts[0]!r}")
+
+
+FLOAT16_SMALLEST_NORMAL = 6.1e-05  # torch.finfo(torch.float16).tiny, without importing torch here
+
+
+def check_optimizer_precision(cfg, overrides: list[str]) -> None:
+    """Under trainer.precision=16-true the optimizer's state is float16 too (DeepSpeed keeps it
+    in float32). An `eps` below float16's smallest normal number (torch's default for Adam and
+    AdamW, 1e-8, rounds to 0) lets Adam's update overflow where a gradient's square underflows:
+    the run trains on and ends in NaN (measured: eps 1e-8 and 1e-6 NaN, 3e-5 and 1e-4 train)."""
+    optimizer = OmegaConf.select(cfg, "model.optimizer", default=None)
+    strategy = str(OmegaConf.select(cfg, "strategy.name", default=""))
+    if OmegaConf.select(cfg, "trainer.precision", default=None) != "16-true" or strategy.startswith("deepspeed"):
+        return
+    if not isinstance(optimizer, DictConfig) or "_target_" not in optimizer:
+        return
+    eps = optimizer.get("eps")
+    if eps is None:  # the target's default
+        try:
+            eps = inspect.signature(_locate(str(optimizer._target_))).parameters["eps"].default
+        except (ImportError, AttributeError, KeyError, TypeError, ValueError):  # no eps: nothing to check
+            return
+    if isinstance(eps, int | float) and not isinstance(eps, bool) and eps < FLOAT16_SMALLEST_NORMAL:
+        added = "eps" not in optimizer or any(override.startswith("+model.optimizer.eps=") for override in overrides)
+        plus = "+" if added else ""  # as the user typed it: a key the config files lack needs +
+        raise SetupError(
+            f"trainer.precision=16-true: the optimizer's eps ({eps:g}) is below float16's smallest normal number "
+            f"({FLOAT16_SMALLEST_NORMAL:g}), so with its state in float16 its updates overflow and training ends in "
+            f"NaN. Fix: trainer.precision=16-mixed (float32 weights; or bf16-mixed where the GPU has bfloat16), "
+            f"or {plus}model.optimizer.eps=1e-4"
+        )
