@@ -297,11 +297,11 @@ def test_epoch_settings_beyond_an_epochs_batches_stop_before_fit():
         return pl.Trainer(accelerator="cpu", enable_model_summary=False, **quiet, **settings)
 
     with pytest.raises(SetupError, match=r"val_check_interval=17: more than the 16 training batches .*=16 or less"):
-        checks.check_epoch_length(trainer(val_check_interval=17), batches=16)
+        checks.check_epoch_length(trainer(val_check_interval=17), 16, 2)
     with pytest.raises(SetupError, match=r"the 4 training batches .* \(trainer.limit_train_batches=4\)"):
-        checks.check_epoch_length(trainer(val_check_interval=5, limit_train_batches=4), batches=16)
-    with pytest.raises(SetupError, match=r"limit_train_batches=0.05: less than one of the 16 .* at least 1/16"):
-        checks.check_epoch_length(trainer(limit_train_batches=0.05), batches=16)
+        checks.check_epoch_length(trainer(val_check_interval=5, limit_train_batches=4), 16, 2)
+    with pytest.raises(SetupError, match=r"limit_train_batches=0.05: less than one of the 16 .*=1, .* at least 1/16$"):
+        checks.check_epoch_length(trainer(limit_train_batches=0.05), 16, 2)
     for fine in (
         {"val_check_interval": 16},
         {"val_check_interval": 17, "check_val_every_n_epoch": None},  # counts batches across epochs
@@ -309,8 +309,22 @@ def test_epoch_settings_beyond_an_epochs_batches_stop_before_fit():
         {"limit_train_batches": 0.0625},
         {"limit_train_batches": 0},  # no training: nothing to check
     ):
-        checks.check_epoch_length(trainer(**fine), batches=16)
-    checks.check_epoch_length(trainer(val_check_interval=17), batches=None)  # unknown before setup
+        checks.check_epoch_length(trainer(**fine), 16, 2)
+    checks.check_epoch_length(trainer(val_check_interval=17), None, None)  # unknown before setup
+    # overfit_batches sets both limits; the line names it
+    with pytest.raises(SetupError, match=r"^trainer.overfit_batches=0.4: less than one of the 2 validation batches"):
+        checks.check_epoch_length(trainer(overfit_batches=0.4), 16, 2)
+    val_limit = r"limit_val_batches=0.4: less than one of the 2 validation batches each process gets. Fix: .*=1, "
+    with pytest.raises(SetupError, match=val_limit):
+        checks.check_epoch_length(trainer(limit_val_batches=0.4), 16, 2)
+    checks.check_epoch_length(trainer(overfit_batches=0.5), 16, 2)
+
+
+def test_the_batches_the_check_counts_are_the_loaders():
+    data = SyntheticDataModule(num_samples=1000, batch_size=64)  # 15 full training batches; 125 to validate
+    data.setup("fit")
+    assert (data.train_batches(1), data.val_batches(1)) == (len(data.train_dataloader()), len(data.val_dataloader()))
+    assert (data.train_batches(1), data.val_batches(1), data.train_batches(3), data.val_batches(3)) == (15, 2, 5, 1)
 
 
 def test_deepspeed_not_installed_says_how_to_install_it_also_without_a_gpu(monkeypatch):

@@ -38,6 +38,10 @@ class ImageDataModule(pl.LightningDataModule):
         """How many training samples setup() will make, known without making them (None: unknown)."""
         return None
 
+    def val_samples(self) -> int | None:
+        """How many validation samples setup() will make (None: unknown)."""
+        return None
+
     def train_batches(self, processes: int) -> int | None:
         """Training batches each process gets in an epoch (None: unknown before setup)."""
         samples = self.train_samples()
@@ -45,6 +49,14 @@ class ImageDataModule(pl.LightningDataModule):
             return None
         per_process = -(-samples // processes)  # the distributed sampler pads to equal shares
         return per_process // self.batch_size  # the last, partial batch is dropped
+
+    def val_batches(self, processes: int) -> int | None:
+        """Validation batches each process gets (None: unknown before setup); the last may be partial."""
+        samples = self.val_samples()
+        if samples is None:
+            return None
+        per_process = -(-samples // processes)
+        return -(-per_process // self.batch_size)
 
     def check_enough_for(self, processes: int) -> None:
         """Each process must get at least one full training batch (the last, partial one is

@@ -136,6 +136,9 @@ class MNISTDataModule(ImageDataModule):
         labels = _find(self.root, FILES["train"][1])
         return (count_idx(labels) if labels else 60000) - self.val_size  # not there yet: the download's
 
+    def val_samples(self) -> int:
+        return self.val_size
+
     def check_enough_for(self, processes: int) -> None:
         total = self.train_samples() + self.val_size
         if self.val_size >= total:

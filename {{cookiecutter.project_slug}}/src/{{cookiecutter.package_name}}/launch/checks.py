@@ -139,23 +139,20 @@ def check_environment(cfg: DictConfig) -> None:
     check_fused(cfg.model)
 
 
-def check_epoch_length(trainer, batches: int | None) -> None:
-    """The Trainer's per-epoch settings against the batches each process gets in an epoch (None:
-    unknown until the data is set up). Lightning checks these only once fit has started, with a
-    traceback; the same rules (its fit loop's setup_data), on the values it resolved (fast_dev_run
-    and overfit_batches set limit_train_batches and val_check_interval)."""
+def check_epoch_length(trainer, train_batches: int | None, val_batches: int | None) -> None:
+    """The Trainer's per-epoch settings against the batches each process gets (None: unknown until
+    the data is set up). Lightning checks these only once fit has started, with a traceback; the
+    same rules (its loops' setup_data), on the values it resolved from the arguments
+    (fast_dev_run and overfit_batches set the limits and val_check_interval)."""
+    check_batch_limit(trainer, "train", train_batches)
+    check_batch_limit(trainer, "val", val_batches)
     limit = trainer.limit_train_batches
-    if batches is None or limit == 0:  # 0: no training, so Lightning checks nothing
+    if train_batches is None or limit == 0:  # 0: no training, so Lightning checks nothing
         return
-    if isinstance(limit, float) and int(batches * limit) == 0:
-        raise SetupError(
-            f"trainer.limit_train_batches={limit}: less than one of the {batches} training batches each process gets "
-            f"in an epoch. Fix: a fraction of at least 1/{batches}, or a number: trainer.limit_train_batches=1"
-        )
-    limited = min(batches, limit) if isinstance(limit, int) else int(batches * limit)
+    limited = min(train_batches, limit) if isinstance(limit, int) else int(train_batches * limit)
     trained = f"the {limited} training batches each process gets in an epoch"
-    if limited < batches:
-        trained += f" (trainer.limit_train_batches={limit})"
+    if limited < train_batches:
+        trained += f" ({_limit_key(trainer, 'train')}={limit})"
     interval = trainer.val_check_interval
     if isinstance(interval, int) and interval > limited and trainer.check_val_every_n_epoch is not None:
         raise SetupError(
@@ -163,3 +160,22 @@ def check_epoch_length(trainer, batches: int | None) -> None:
             f"Fix: +trainer.val_check_interval={limited} or less, a fraction "
             "of the epoch (e.g. 0.25), or +trainer.check_val_every_n_epoch=null to count the batches across epochs"
         )
+
+
+def check_batch_limit(trainer, stage: str, batches: int | None) -> None:
+    """A fraction of the batches (limit_train_batches=0.01) must come to at least one."""
+    limit = getattr(trainer, f"limit_{stage}_batches")
+    if batches and isinstance(limit, float) and limit > 0 and int(batches * limit) == 0:
+        key = _limit_key(trainer, stage)
+        batches_of = {"train": "training batches each process gets in an epoch", "val": "validation batches"}
+        gets = "" if stage == "train" else " each process gets"
+        fraction = f", or a fraction of at least 1/{batches}" if batches > 1 else ""
+        raise SetupError(
+            f"{key}={limit}: less than one of the {batches} {batches_of[stage]}{gets}. Fix: a number of batches, "
+            f"e.g. {'+' if 'overfit' in key else ''}{key}=1{fraction}"
+        )
+
+
+def _limit_key(trainer, stage: str) -> str:
+    """The setting the user gave: overfit_batches sets Lightning's train and val limits."""
+    return "trainer.overfit_batches" if trainer.overfit_batches > 0 else f"trainer.limit_{stage}_batches"
