@@ -179,6 +179,15 @@ def test_benchmark_refuses_more_processes_than_gpus(monkeypatch, capsys):
     assert "Fix: --processes 1 or fewer, or trainer.accelerator=cpu" in line
 
 
+def test_benchmark_refuses_no_processes(capsys):
+    from {{ cookiecutter.package_name }}.benchmark.__main__ import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["--processes=0"])  # before: ran one process, as if --processes 1
+    assert stopped.value.code == 2
+    assert "--processes must be at least 1" in capsys.readouterr().err
+
+
 # module, its arguments, a part of the one line it must print (exit 2, before any way trains)
 ONE_STEP = ["--steps=1", "--warmup=1", "--repeats=1"]
 BAD_OVERRIDES = [

@@ -56,8 +56,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="config overrides: model=autoencoder data=mnist data.batch_size=256 trainer.precision=bf16-mixed",
     )
     args = parser.parse_args(argv)
-    if args.warmup < 1 or args.steps < 1 or args.repeats < 1:
-        parser.error("--warmup, --steps and --repeats must be at least 1")
+    if args.warmup < 1 or args.steps < 1 or args.repeats < 1 or args.processes < 1:
+        parser.error("--warmup, --steps, --repeats and --processes must be at least 1")
     unknown = set(args.ways.split(",")) - {"plain", "lightning"}
     if unknown:
         parser.error(f"--ways: unknown {sorted(unknown)}; choose from plain, lightning")
