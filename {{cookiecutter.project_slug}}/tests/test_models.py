@@ -62,3 +62,23 @@ def test_models_train_in_a_true_precision(precision, data, tmp_path):
     assert trainer.global_step == 2
     dtype = {"bf16-true": torch.bfloat16, "64-true": torch.float64}[precision]
     assert next(trainer.lightning_module.parameters()).dtype == dtype
+
+
+@pytest.mark.parametrize("model", ["cnn", "autoencoder"])
+def test_the_models_take_the_datas_image_shape_and_classes(model):
+    """configs/model/*.yaml read them from the data's config: synthetic data of other images and
+    classes trains without a matching model override (it stopped inside the first step)."""
+    from hydra.utils import instantiate
+
+    register_resolvers()
+    overrides = [f"model={model}", "data=synthetic", "data.image_shape=[3,32,40]", "data.num_classes=20"]
+    overrides += ["data.num_samples=64", "data.batch_size=16", "output_dir=/unused"]
+    with initialize_config_dir(config_dir=str(PROJECT / "configs"), version_base="1.3"):
+        cfg = compose("train", overrides=overrides)
+    data, module = instantiate(cfg.data), instantiate(cfg.model)
+    data.setup("fit")
+    images, labels = data.on_after_batch_transfer(next(iter(data.train_dataloader())), 0)
+    assert images.shape[1:] == (3, 32, 40)
+    outputs = module(images)
+    assert outputs.shape == ((len(labels), 20) if model == "cnn" else images.shape)
+    module.training_step((images, labels), 0).backward()

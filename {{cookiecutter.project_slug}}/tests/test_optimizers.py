@@ -19,7 +19,7 @@ from tests.helpers import PROJECT, needs_cuda
 def small_model(**optimizer) -> AutoEncoder:
     torch.manual_seed(0)
     settings = {"lr": 1e-2, "weight_decay": 0.1, **optimizer}
-    return AutoEncoder(DenseAutoEncoder(input_size=16, hidden=8), optimizer=lambda p: adamw(p, **settings))
+    return AutoEncoder(DenseAutoEncoder(image_shape=(1, 4, 4), hidden=8), optimizer=lambda p: adamw(p, **settings))
 
 
 def test_the_config_builds_adamw_with_its_settings():

@@ -36,6 +36,8 @@ BAD_VALUES = [
     (["data.num_workers=many"], "data.num_workers=many: auto or an integer >= 0"),
     (["data=synthetic", "data.num_samples=0"], "data.num_samples=0: an integer >= 1"),
     (["data.val_size=-1"], "data.val_size=-1: an integer >= 0"),
+    (["data=synthetic", "data.image_shape=[3,5,32]"], "data.image_shape=[3,5,32]: [channels, height, width]"),
+    (["data=synthetic", "data.image_shape=[784]"], "data.image_shape=[784]: [channels, height, width]: integers"),
     (["data.download=maybe"], "data.download=maybe: true or false"),
     (["data.in_memory=1"], "data.in_memory=1: true or false"),
     (["model.optimizer.lr=abc"], "model.optimizer.lr=abc: a number >= 0 (the learning rate"),

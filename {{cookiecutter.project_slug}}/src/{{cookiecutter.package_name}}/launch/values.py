@@ -94,6 +94,13 @@ def betas(value) -> bool:
     return isinstance(value, ListConfig | list) and len(value) == 2 and all(_number(v) and 0 <= v < 1 for v in value)
 
 
+def image_shape(value) -> bool:
+    # [channels, height, width]; the CNN's two 3x3 convolutions and 2x2 pooling need 6x6 or more.
+    if not (isinstance(value, ListConfig | list) and len(value) == 3 and all(_int(v) for v in value)):
+        return False
+    return value[0] >= 1 and min(value[1:]) >= 6
+
+
 def optional(allowed: Callable[[Any], bool]) -> Callable[[Any], bool]:
     return lambda value: value is None or allowed(value)
 
@@ -128,6 +135,7 @@ ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")  # CPUs, CUDA/ROCm GPUs, Ap
 # Lightning's (lightning_fabric's _PRECISION_INPUT, not imported: it loads torch), old aliases last.
 PRECISIONS = ("32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-true", "transformer-engine")
 PRECISIONS += ("transformer-engine-float16", "32", "16", "64", "bf16", 32, 16, 64)
+IMAGE_SHAPE = "[channels, height, width]: integers, channels >= 1, height and width >= 6"
 LIMIT = "null, a number of batches, or a fraction in [0, 1]"
 DURATION = 'null, "DD:HH:MM:SS" or {hours: ..., minutes: ...}'
 VALIDATION_INTERVAL = 'null, a number of batches >= 1, a fraction of an epoch in (0, 1], or a time "DD:HH:MM:SS"'
@@ -158,6 +166,7 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     ("data.num_workers", workers, "auto or an integer >= 0 (DataLoader workers per process)", "data.num_workers=auto"),
     ("data.num_samples", positive_int, "an integer >= 1", "data.num_samples=8192"),
     ("data.num_classes", positive_int, "an integer >= 1", "data.num_classes=10"),
+    ("data.image_shape", image_shape, IMAGE_SHAPE, "data.image_shape=[1,28,28]"),
     ("data.val_size", non_negative_int, "an integer >= 0 (images held out of the 60000)", "data.val_size=5000"),
     ("data.seed", _int, "an integer", "data.seed=0"),
     ("data.download", boolean, "true or false", "data.download=true"),
@@ -170,7 +179,7 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     ("model.optimizer.fused", boolean_or_auto, "true, false or auto", "model.optimizer.fused=auto"),
     ("model.num_classes", positive_int, "an integer >= 1", "model.num_classes=10"),
     ("model.net.hidden", positive_int, "an integer >= 1 (units of the hidden layer)", "model.net.hidden=128"),
-    ("model.net.input_size", positive_int, "an integer >= 1", "model.net.input_size=784"),
+    ("model.net.image_shape", optional(image_shape), f"null (MNIST's) or {IMAGE_SHAPE}", "model.net.image_shape=null"),
     ("trainer.max_epochs", epochs, "an integer >= 1 (-1: no limit)", "trainer.max_epochs=10"),
     ("trainer.devices", devices, "an integer >= 1, -1 (all), auto, or a list of device indices", "trainer.devices=2"),
     ("trainer.num_nodes", positive_int, "an integer >= 1", "trainer.num_nodes=1"),

@@ -1,14 +1,18 @@
 """The fully connected autoencoder of the Tampere DDP tutorial: reconstruct the image."""
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 
 import pytorch_lightning as pl
 import torch
 from torch import nn
 
+from .cnn import MNIST_IMAGE
+
 
 class DenseAutoEncoder(nn.Sequential):
-    def __init__(self, input_size: int = 28 * 28, hidden: int = 128):
+    def __init__(self, image_shape: Sequence[int] | None = None, hidden: int = 128):
+        input_size = math.prod(image_shape or MNIST_IMAGE)
         super().__init__(
             nn.Flatten(),
             nn.Linear(input_size, hidden),
