@@ -37,6 +37,7 @@ BAD_VALUES = [
     (["data=synthetic", "data.num_samples=0"], "data.num_samples=0: an integer >= 1"),
     (["data.val_size=-1"], "data.val_size=-1: an integer >= 0"),
     (["data=synthetic", "data.image_shape=[3,5,32]"], "data.image_shape=[3,5,32]: [channels, height, width]"),
+    (["data=synthetic", "model.num_classes=5"], "model.num_classes=5: fewer than the data's 10 classes"),
     (["data=synthetic", "data.image_shape=[784]"], "data.image_shape=[784]: [channels, height, width]: integers"),
     (["data.download=maybe"], "data.download=maybe: true or false"),
     (["data.in_memory=1"], "data.in_memory=1: true or false"),
