@@ -2,7 +2,8 @@
 its optimizer, the data, a callback): the class or function must take each added argument,
 and a `_target_` given on the command line must import. Checked with the other values before
 anything runs (launch/command_line.py); otherwise the run would stop later, on Hydra's report
-or inside Lightning's fit, where the optimizer is built."""
+or inside Lightning's fit, where the optimizer is built. Also read from a target: the optimizer's
+default eps, which pure float16 (trainer.precision=16-true) cannot hold."""
 
 import difflib
 import importlib
