@@ -290,6 +290,7 @@ def test_adamw_in_float16_needs_the_eps_that_the_check_asks_for():
     assert weights_after_training(1e-4).isfinite().all()
 
 
+@pytest.mark.filterwarnings("ignore:The `srun` command is available")  # where the tests' Slurm is installed
 def test_epoch_settings_beyond_an_epochs_batches_stop_before_fit():
     """What Lightning finds wrong only once fit has started (launch/checks.py: check_epoch_length),
     on a Trainer built as run.py builds it; its own rules for fast_dev_run and check_val_every_n_epoch."""
