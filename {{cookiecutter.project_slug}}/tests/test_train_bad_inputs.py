@@ -290,6 +290,10 @@ def test_adamw_in_float16_needs_the_eps_that_the_check_asks_for():
     assert weights_after_training(1e-4).isfinite().all()
 
 
+SETS = ("train", "val", "test")
+BATCHES = {"train": 16, "val": 2, "test": 3}  # each process's
+
+
 @pytest.mark.filterwarnings("ignore:The `srun` command is available")  # where the tests' Slurm is installed
 def test_epoch_settings_beyond_an_epochs_batches_stop_before_fit():
     """What Lightning finds wrong only once fit has started (launch/checks.py: check_epoch_length),
@@ -301,11 +305,11 @@ def test_epoch_settings_beyond_an_epochs_batches_stop_before_fit():
         return pl.Trainer(accelerator="cpu", enable_model_summary=False, **quiet, **settings)
 
     with pytest.raises(SetupError, match=r"val_check_interval=17: more than the 16 training batches .*=16 or less"):
-        checks.check_epoch_length(trainer(val_check_interval=17), 16, 2)
+        checks.check_epoch_length(trainer(val_check_interval=17), BATCHES, testing=False)
     with pytest.raises(SetupError, match=r"the 4 training batches .* \(trainer.limit_train_batches=4\)"):
-        checks.check_epoch_length(trainer(val_check_interval=5, limit_train_batches=4), 16, 2)
+        checks.check_epoch_length(trainer(val_check_interval=5, limit_train_batches=4), BATCHES, testing=False)
     with pytest.raises(SetupError, match=r"limit_train_batches=0.05: less than one of the 16 .*=1, .* at least 1/16$"):
-        checks.check_epoch_length(trainer(limit_train_batches=0.05), 16, 2)
+        checks.check_epoch_length(trainer(limit_train_batches=0.05), BATCHES, testing=False)
     for fine in (
         {"val_check_interval": 16},
         {"val_check_interval": 17, "check_val_every_n_epoch": None},  # counts batches across epochs
@@ -313,22 +317,33 @@ def test_epoch_settings_beyond_an_epochs_batches_stop_before_fit():
         {"limit_train_batches": 0.0625},
         {"limit_train_batches": 0},  # no training: nothing to check
     ):
-        checks.check_epoch_length(trainer(**fine), 16, 2)
-    checks.check_epoch_length(trainer(val_check_interval=17), None, None)  # unknown before setup
+        checks.check_epoch_length(trainer(**fine), BATCHES, testing=False)
+    checks.check_epoch_length(trainer(val_check_interval=17), dict.fromkeys(SETS), testing=True)  # unknown
     # overfit_batches sets both limits; the line names it
     with pytest.raises(SetupError, match=r"^trainer.overfit_batches=0.4: less than one of the 2 validation batches"):
-        checks.check_epoch_length(trainer(overfit_batches=0.4), 16, 2)
+        checks.check_epoch_length(trainer(overfit_batches=0.4), BATCHES, testing=False)
     val_limit = r"limit_val_batches=0.4: less than one of the 2 validation batches each process gets. Fix: .*=1, "
     with pytest.raises(SetupError, match=val_limit):
-        checks.check_epoch_length(trainer(limit_val_batches=0.4), 16, 2)
-    checks.check_epoch_length(trainer(overfit_batches=0.5), 16, 2)
+        checks.check_epoch_length(trainer(limit_val_batches=0.4), BATCHES, testing=False)
+    checks.check_epoch_length(trainer(overfit_batches=0.5), BATCHES, testing=False)
+    # The test set's limit counts where the run tests after fit (test_after_fit=true)
+    checks.check_epoch_length(trainer(limit_test_batches=0.2), BATCHES, testing=False)
+    with pytest.raises(SetupError, match=r"^trainer.limit_test_batches=0.2: .* 3 test .*e.g. \+trainer.limit_test"):
+        checks.check_epoch_length(trainer(limit_test_batches=0.2), BATCHES, testing=True)
 
 
-def test_the_batches_the_check_counts_are_the_loaders():
+def test_the_batches_the_check_counts_are_the_loaders(tmp_path):
+    from {{ cookiecutter.package_name }}.data.mnist import MNISTDataModule
+
     data = SyntheticDataModule(num_samples=1000, batch_size=64)  # 15 full training batches; 125 to validate
-    data.setup("fit")
-    assert (data.train_batches(1), data.val_batches(1)) == (len(data.train_dataloader()), len(data.val_dataloader()))
-    assert (data.train_batches(1), data.val_batches(1), data.train_batches(3), data.val_batches(3)) == (15, 2, 5, 1)
+    mnist = MNISTDataModule(root=str(write_small_mnist(tmp_path)), download=False, batch_size=16, val_size=40)
+    for module in (data, mnist):
+        module.setup("fit")
+        loaders = {"train": module.train_dataloader(), "val": module.val_dataloader(), "test": module.test_dataloader()}
+        for stage, loader in loaders.items():
+            assert module.batches(stage, 1) == len(loader), (module, stage)
+    assert [data.batches(stage, processes) for processes in (1, 3) for stage in loaders] == [15, 2, 2, 5, 1, 1]
+    assert [mnist.batches(stage, 1) for stage in loaders] == [13, 3, 4]  # 216 to train, 40 to validate, 64 to test
 
 
 def test_deepspeed_not_installed_says_how_to_install_it_also_without_a_gpu(monkeypatch):

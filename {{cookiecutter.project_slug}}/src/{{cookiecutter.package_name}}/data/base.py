@@ -42,21 +42,18 @@ class ImageDataModule(pl.LightningDataModule):
         """How many validation samples setup() will make (None: unknown)."""
         return None
 
-    def train_batches(self, processes: int) -> int | None:
-        """Training batches each process gets in an epoch (None: unknown before setup)."""
-        samples = self.train_samples()
-        if samples is None:
-            return None
-        per_process = -(-samples // processes)  # the distributed sampler pads to equal shares
-        return per_process // self.batch_size  # the last, partial batch is dropped
+    def test_samples(self) -> int | None:
+        """How many test samples setup() will make (None: unknown)."""
+        return None
 
-    def val_batches(self, processes: int) -> int | None:
-        """Validation batches each process gets (None: unknown before setup); the last may be partial."""
-        samples = self.val_samples()
+    def batches(self, stage: str, processes: int) -> int | None:
+        """Batches each process gets of the "train", "val" or "test" set (None: unknown before setup).
+        The distributed sampler pads to equal shares; training drops the last, partial batch."""
+        samples = {"train": self.train_samples, "val": self.val_samples, "test": self.test_samples}[stage]()
         if samples is None:
             return None
         per_process = -(-samples // processes)
-        return -(-per_process // self.batch_size)
+        return per_process // self.batch_size if stage == "train" else -(-per_process // self.batch_size)
 
     def check_enough_for(self, processes: int) -> None:
         """Each process must get at least one full training batch (the last, partial one is

@@ -139,6 +139,10 @@ class MNISTDataModule(ImageDataModule):
     def val_samples(self) -> int:
         return self.val_size
 
+    def test_samples(self) -> int:
+        labels = _find(self.root, FILES["test"][1])
+        return count_idx(labels) if labels else 10000
+
     def check_enough_for(self, processes: int) -> None:
         total = self.train_samples() + self.val_size
         if self.val_size >= total:

@@ -33,6 +33,9 @@ class SyntheticDataModule(ImageDataModule):
     def val_samples(self) -> int:
         return max(self.num_samples // 8, self.batch_size)
 
+    def test_samples(self) -> int:
+        return self.val_samples()
+
     def _make(self, num_samples: int, seed: int) -> InMemoryImages:
         # Same seed on every rank: all ranks see the same dataset, the sampler splits it.
         prototype_generator = torch.Generator().manual_seed(self.seed)
@@ -44,7 +47,6 @@ class SyntheticDataModule(ImageDataModule):
         return InMemoryImages(images, labels)
 
     def setup(self, stage: str):
-        eval_samples = self.val_samples()  # the test set as large
         self.train_set = self._make(self.num_samples, self.seed)
-        self.val_set = self._make(eval_samples, self.seed + 1)
-        self.test_set = self._make(eval_samples, self.seed + 2)
+        self.val_set = self._make(self.val_samples(), self.seed + 1)
+        self.test_set = self._make(self.test_samples(), self.seed + 2)

@@ -139,14 +139,15 @@ def check_environment(cfg: DictConfig) -> None:
     check_fused(cfg.model)
 
 
-def check_epoch_length(trainer, train_batches: int | None, val_batches: int | None) -> None:
-    """The Trainer's per-epoch settings against the batches each process gets (None: unknown until
-    the data is set up). Lightning checks these only once fit has started, with a traceback; the
-    same rules (its loops' setup_data), on the values it resolved from the arguments
-    (fast_dev_run and overfit_batches set the limits and val_check_interval)."""
-    check_batch_limit(trainer, "train", train_batches)
-    check_batch_limit(trainer, "val", val_batches)
-    limit = trainer.limit_train_batches
+def check_epoch_length(trainer, batches: dict[str, int | None], testing: bool) -> None:
+    """The Trainer's per-epoch settings against the batches each process gets of each set
+    (`batches["train"]` etc.; None: unknown until the data is set up). Lightning checks these only
+    once a loop starts (the test loop after all the training), with a traceback; the same rules
+    (its loops' setup_data), on the values it resolved from the arguments (fast_dev_run and
+    overfit_batches set the limits and val_check_interval)."""
+    for stage in ("train", "val", "test") if testing else ("train", "val"):
+        check_batch_limit(trainer, stage, batches[stage])
+    train_batches, limit = batches["train"], trainer.limit_train_batches
     if train_batches is None or limit == 0:  # 0: no training, so Lightning checks nothing
         return
     limited = min(train_batches, limit) if isinstance(limit, int) else int(train_batches * limit)
@@ -167,15 +168,21 @@ def check_batch_limit(trainer, stage: str, batches: int | None) -> None:
     limit = getattr(trainer, f"limit_{stage}_batches")
     if batches and isinstance(limit, float) and limit > 0 and int(batches * limit) == 0:
         key = _limit_key(trainer, stage)
-        batches_of = {"train": "training batches each process gets in an epoch", "val": "validation batches"}
-        gets = "" if stage == "train" else " each process gets"
+        name = {"train": "training", "val": "validation", "test": "test"}[stage]
+        epoch = " in an epoch" if stage == "train" else ""
         fraction = f", or a fraction of at least 1/{batches}" if batches > 1 else ""
         raise SetupError(
-            f"{key}={limit}: less than one of the {batches} {batches_of[stage]}{gets}. Fix: a number of batches, "
-            f"e.g. {'+' if 'overfit' in key else ''}{key}=1{fraction}"
+            f"{key}={limit}: less than one of the {batches} {name} batches each process gets{epoch}. "
+            "Fix: a number of batches, "
+            f"e.g. {'+' if key in ADDED_LIMITS else ''}{key}=1{fraction}"
         )
+
+
+ADDED_LIMITS = ("trainer.overfit_batches", "trainer.limit_test_batches")  # not in configs/trainer/: set with +
 
 
 def _limit_key(trainer, stage: str) -> str:
     """The setting the user gave: overfit_batches sets Lightning's train and val limits."""
-    return "trainer.overfit_batches" if trainer.overfit_batches > 0 else f"trainer.limit_{stage}_batches"
+    if stage != "test" and trainer.overfit_batches > 0:
+        return "trainer.overfit_batches"
+    return f"trainer.limit_{stage}_batches"
