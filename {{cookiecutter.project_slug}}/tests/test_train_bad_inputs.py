@@ -291,7 +291,8 @@ def test_adamw_in_float16_needs_the_eps_that_the_check_asks_for():
 
 
 SETS = ("train", "val", "test")
-BATCHES = {"train": 16, "val": 2, "test": 3}  # each process's
+BATCHES = {"train": 16, "val": 2, "test": 3}  # each process's, in a run that tests after fit
+UNTESTED = {"train": 16, "val": 2}  # and in one that does not
 
 
 @pytest.mark.filterwarnings("ignore:The `srun` command is available")  # where the tests' Slurm is installed
@@ -305,11 +306,11 @@ def test_epoch_settings_beyond_an_epochs_batches_stop_before_fit():
         return pl.Trainer(accelerator="cpu", enable_model_summary=False, **quiet, **settings)
 
     with pytest.raises(SetupError, match=r"val_check_interval=17: more than the 16 training batches .*=16 or less"):
-        checks.check_epoch_length(trainer(val_check_interval=17), BATCHES, testing=False)
+        checks.check_epoch_length(trainer(val_check_interval=17), UNTESTED)
     with pytest.raises(SetupError, match=r"the 4 training batches .* \(trainer.limit_train_batches=4\)"):
-        checks.check_epoch_length(trainer(val_check_interval=5, limit_train_batches=4), BATCHES, testing=False)
+        checks.check_epoch_length(trainer(val_check_interval=5, limit_train_batches=4), UNTESTED)
     with pytest.raises(SetupError, match=r"limit_train_batches=0.05: less than one of the 16 .*=1, .* at least 1/16$"):
-        checks.check_epoch_length(trainer(limit_train_batches=0.05), BATCHES, testing=False)
+        checks.check_epoch_length(trainer(limit_train_batches=0.05), UNTESTED)
     for fine in (
         {"val_check_interval": 16},
         {"val_check_interval": 17, "check_val_every_n_epoch": None},  # counts batches across epochs
@@ -317,19 +318,19 @@ def test_epoch_settings_beyond_an_epochs_batches_stop_before_fit():
         {"limit_train_batches": 0.0625},
         {"limit_train_batches": 0},  # no training: nothing to check
     ):
-        checks.check_epoch_length(trainer(**fine), BATCHES, testing=False)
-    checks.check_epoch_length(trainer(val_check_interval=17), dict.fromkeys(SETS), testing=True)  # unknown
+        checks.check_epoch_length(trainer(**fine), UNTESTED)
+    checks.check_epoch_length(trainer(val_check_interval=17), dict.fromkeys(SETS))  # unknown
     # overfit_batches sets both limits; the line names it
     with pytest.raises(SetupError, match=r"^trainer.overfit_batches=0.4: less than one of the 2 validation batches"):
-        checks.check_epoch_length(trainer(overfit_batches=0.4), BATCHES, testing=False)
+        checks.check_epoch_length(trainer(overfit_batches=0.4), UNTESTED)
     val_limit = r"limit_val_batches=0.4: less than one of the 2 validation batches each process gets. Fix: .*=1, "
     with pytest.raises(SetupError, match=val_limit):
-        checks.check_epoch_length(trainer(limit_val_batches=0.4), BATCHES, testing=False)
-    checks.check_epoch_length(trainer(overfit_batches=0.5), BATCHES, testing=False)
+        checks.check_epoch_length(trainer(limit_val_batches=0.4), UNTESTED)
+    checks.check_epoch_length(trainer(overfit_batches=0.5), UNTESTED)
     # The test set's limit counts where the run tests after fit (test_after_fit=true)
-    checks.check_epoch_length(trainer(limit_test_batches=0.2), BATCHES, testing=False)
+    checks.check_epoch_length(trainer(limit_test_batches=0.2), UNTESTED)
     with pytest.raises(SetupError, match=r"^trainer.limit_test_batches=0.2: .* 3 test .*e.g. \+trainer.limit_test"):
-        checks.check_epoch_length(trainer(limit_test_batches=0.2), BATCHES, testing=True)
+        checks.check_epoch_length(trainer(limit_test_batches=0.2), BATCHES)
 
 
 def test_the_batches_the_check_counts_are_the_loaders(tmp_path):

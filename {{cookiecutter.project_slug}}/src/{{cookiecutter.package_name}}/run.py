@@ -94,8 +94,8 @@ def run(cfg: DictConfig) -> pl.Trainer:
     trainer = build_trainer(cfg)
     ranks = processes(trainer)
     datamodule.check_enough_for(ranks)
-    batches = {stage: datamodule.batches(stage, ranks) for stage in ("train", "val", "test")}
-    check_epoch_length(trainer, batches, testing=cfg.test_after_fit)
+    stages = ("train", "val", "test") if cfg.test_after_fit else ("train", "val")
+    check_epoch_length(trainer, {stage: datamodule.batches(stage, ranks) for stage in stages})
     on_gpu = trains_on_gpu(trainer)
     set_matmul_precision(cfg.speed, on_gpu)
     model = compiled(cfg.speed, model)

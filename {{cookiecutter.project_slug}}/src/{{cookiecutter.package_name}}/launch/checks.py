@@ -139,14 +139,14 @@ def check_environment(cfg: DictConfig) -> None:
     check_fused(cfg.model)
 
 
-def check_epoch_length(trainer, batches: dict[str, int | None], testing: bool) -> None:
-    """The Trainer's per-epoch settings against the batches each process gets of each set
-    (`batches["train"]` etc.; None: unknown until the data is set up). Lightning checks these only
-    once a loop starts (the test loop after all the training), with a traceback; the same rules
-    (its loops' setup_data), on the values it resolved from the arguments (fast_dev_run and
-    overfit_batches set the limits and val_check_interval)."""
-    for stage in ("train", "val", "test") if testing else ("train", "val"):
-        check_batch_limit(trainer, stage, batches[stage])
+def check_epoch_length(trainer, batches: dict[str, int | None]) -> None:
+    """The Trainer's per-epoch settings against the batches each process gets of each set the run
+    uses (`batches["train"]`, "val", and "test" where it tests; None: unknown until the data is set
+    up). Lightning checks these only once a loop starts (the test loop after all the training),
+    with a traceback; the same rules (its loops' setup_data), on the values it resolved from the
+    arguments (fast_dev_run and overfit_batches set the limits and val_check_interval)."""
+    for stage, count in batches.items():
+        check_batch_limit(trainer, stage, count)
     train_batches, limit = batches["train"], trainer.limit_train_batches
     if train_batches is None or limit == 0:  # 0: no training, so Lightning checks nothing
         return
