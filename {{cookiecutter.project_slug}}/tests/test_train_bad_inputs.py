@@ -38,6 +38,8 @@ BAD_VALUES = [
     (["data.val_size=-1"], "data.val_size=-1: an integer >= 0"),
     (["data=synthetic", "data.image_shape=[3,5,32]"], "data.image_shape=[3,5,32]: [channels, height, width]"),
     (["data=synthetic", "model.num_classes=5"], "model.num_classes=5: fewer than the data's 10 classes"),
+    (["data=synthetic", "data.num_classes=20", "model.num_classes=9"], "model.num_classes=9: fewer than the data's 20"),
+    (["model.num_classes=5"], "fewer than the data's 10 classes ({{ cookiecutter.package_name }}.data.mnist.MNISTDataModule.num_classes)"),
     (["data=synthetic", "data.image_shape=[784]"], "data.image_shape=[784]: [channels, height, width]: integers"),
     (["data.download=maybe"], "data.download=maybe: true or false"),
     (["data.in_memory=1"], "data.in_memory=1: true or false"),

@@ -98,6 +98,7 @@ def sample_split(root: str | Path, split: str, indices: torch.Tensor | None = No
 
 
 class MNISTDataModule(ImageDataModule):
+    num_classes = 10  # the digits; the model's num_classes follows it (configs/model/cnn.yaml)
     mean = 0.1307
     std = 0.3081
 

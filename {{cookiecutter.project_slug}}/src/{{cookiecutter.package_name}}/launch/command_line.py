@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from .environment import global_rank, register_resolvers
 from .errors import SetupError
-from .targets import check_added_arguments, check_optimizer_precision
+from .targets import check_added_arguments, check_classes, check_optimizer_precision
 from .values import check_values
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
@@ -96,6 +96,7 @@ def _checked(overrides: list[str]):
     _check_choices(cfg)
     check_values(cfg)
     check_added_arguments(cfg, overrides)
+    check_classes(cfg)
     check_optimizer_precision(cfg, overrides)
     return cfg
 

@@ -3,7 +3,8 @@ its optimizer, the data, a callback): the class or function must take each added
 and a `_target_` given on the command line must import. Checked with the other values before
 anything runs (launch/command_line.py); otherwise the run would stop later, on Hydra's report
 or inside Lightning's fit, where the optimizer is built. Also read from a target: the optimizer's
-default eps, which pure float16 (trainer.precision=16-true) cannot hold."""
+default eps, which pure float16 (trainer.precision=16-true) cannot hold, and the data's number
+of classes where the config does not say it (MNIST's)."""
 
 import difflib
 import importlib
@@ -12,7 +13,7 @@ import inspect
 from omegaconf import DictConfig, OmegaConf
 
 from .errors import SetupError
-from .values import shown
+from .values import _int, shown
 
 
 def check_added_arguments(cfg, overrides: list[str]) -> None:
@@ -112,4 +113,27 @@ def check_optimizer_precision(cfg, overrides: list[str]) -> None:
             f"({FLOAT16_SMALLEST_NORMAL:g}), so with its state in float16 its updates overflow and training ends in "
             f"NaN. Fix: trainer.precision=16-mixed (float32 weights; or bf16-mixed where the GPU has bfloat16), "
             f"or {plus}model.optimizer.eps=1e-4"
+        )
+
+
+def check_classes(cfg) -> None:
+    """A classifier needs a logit for each of the data's classes (else an IndexError in its first
+    step). Checked where model.num_classes is set by hand instead of following the data; the data's
+    count is data.num_classes, or the DataModule's own (MNIST's 10, read from its class)."""
+    model = OmegaConf.select(cfg, "model", default=None)
+    if not isinstance(model, DictConfig) or "num_classes" not in model:
+        return
+    if OmegaConf.is_interpolation(model, "num_classes"):  # follows the data (configs/model/cnn.yaml)
+        return
+    where, data_classes = "data.num_classes", OmegaConf.select(cfg, "data.num_classes", default=None)
+    target = OmegaConf.select(cfg, "data._target_", default=None)
+    if data_classes is None and target is not None:
+        try:
+            where, data_classes = f"{target}.num_classes", getattr(_locate(str(target)), "num_classes", None)
+        except (ImportError, AttributeError):  # the run will say
+            return
+    if _int(model.num_classes) and _int(data_classes) and model.num_classes < data_classes:
+        raise SetupError(
+            f"model.num_classes={model.num_classes}: fewer than the data's {data_classes} classes ({where}). "
+            f"Fix: leave model.num_classes out (it follows the data), or model.num_classes={data_classes}"
         )

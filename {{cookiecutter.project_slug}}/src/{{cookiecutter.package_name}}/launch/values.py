@@ -245,18 +245,8 @@ def check_values(cfg: DictConfig) -> None:
         value = select(cfg, key)
         if value is not _ABSENT and not allowed(value):
             raise SetupError(f"{key}={shown(value)}: {what}. Fix: e.g. {example}")
-    check_classes(select(cfg, "model.num_classes"), select(cfg, "data.num_classes"))
     check_output_root(select(cfg, "output_root"))
     check_checkpoint(select(cfg, "ckpt_path"))
-
-
-def check_classes(model_classes, data_classes) -> None:
-    """A classifier needs a logit for each of the data's classes (else an IndexError in its first step)."""
-    if _int(model_classes) and _int(data_classes) and model_classes < data_classes:
-        raise SetupError(
-            f"model.num_classes={model_classes}: fewer than the data's {data_classes} classes (data.num_classes). "
-            f"Fix: leave model.num_classes out (it follows the data), or model.num_classes={data_classes}"
-        )
 
 
 # The arguments of Lightning 2.6's Trainer (tests/test_train_bad_inputs.py compares them with
