@@ -54,6 +54,10 @@ BAD_VALUES = [
     (["+model.optimizer.lrr=1"], "Fix: did you mean model.optimizer.lr=1? Else remove +model.optimizer.lrr"),
     (["+model.net.chanels=8"], "Fix: did you mean +model.net.channels=8? Else remove +model.net.chanels"),
     (["data=synthetic", "+data.foo=1"], ".data.synthetic.SyntheticDataModule (it takes num_samples, image_shape"),
+    (["logger=tensorboard", "+logger.foo=1"], "not an argument of pytorch_lightning.loggers.TensorBoardLogger (it"),
+    (["logger=tensorboard", "+logger.flush_sec=5"], "Fix: did you mean +logger.flush_secs=5? Else remove +logger"),
+    (["logger=tensorboard", "+logger.log_dir=x"], "logger.log_dir=x: not an argument of pytorch_lightning.loggers"),
+    (["logger=csv", "+logger.foo=1"], "logger.foo=1: not an argument of pytorch_lightning.loggers.CSVLogger"),
     (["model.net._target_=torch.nn.Linear"], "not an argument of torch.nn.Linear (it takes in_features"),
     (["model.optimizer._target_=torch.optim.Nope"], "model.optimizer._target_=torch.optim.Nope: does not import"),
     (["+callbacks.foo.x=1"], "callbacks.foo={'x':1}: a callback needs a _target_"),
@@ -191,7 +195,20 @@ def test_arguments_added_to_what_the_config_builds_pass_where_taken(capsys, tmp_
     added = ["+callbacks.lr._target_=pytorch_lightning.callbacks.LearningRateMonitor"]
     added += ["+callbacks.lr.logging_interval=step"]
     check_command_line([*added, "model.optimizer._target_=torch.optim.SGD", f"output_root={tmp_path}"])
+    more = ["logger=tensorboard", "+logger.flush_secs=5", "model.num_classes=12"]  # more classes than MNIST's: taken
+    check_command_line([*more, f"output_root={tmp_path}"])
     assert capsys.readouterr().err == ""
+
+
+def test_the_tensorboard_logger_hands_on_what_the_check_lets_through(tmp_path):
+    """launch/targets.py's PASSED_ON: the logger gives its **kwargs to the SummaryWriter, which takes flush_secs
+    and refuses others, and sets log_dir itself."""
+    from pytorch_lightning.loggers import TensorBoardLogger
+
+    assert TensorBoardLogger(save_dir=tmp_path, flush_secs=5).experiment is not None
+    for wrong in ({"foo": 1}, {"log_dir": str(tmp_path)}):
+        with pytest.raises(TypeError):
+            TensorBoardLogger(save_dir=tmp_path, **wrong).experiment  # noqa: B018 (the property builds the writer)
 
 
 def test_the_trainer_arguments_are_lightnings():

@@ -65,10 +65,35 @@ def _arguments(target: str, key: str) -> list[str] | None:
         parameters = list(inspect.signature(built).parameters.values())
     except (TypeError, ValueError):  # no signature to read (some C functions): the run will say
         return None
-    if any(parameter.kind is parameter.VAR_KEYWORD for parameter in parameters):
-        return None
     keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return [parameter.name for parameter in parameters if parameter.kind in keyword]
+    taken = [parameter.name for parameter in parameters if parameter.kind in keyword]
+    if any(parameter.kind is parameter.VAR_KEYWORD for parameter in parameters):
+        passed_on = _passed_on(built)
+        return None if passed_on is None else taken + [name for name in passed_on if name not in taken]
+    return taken
+
+
+# Lightning's loggers that take **kwargs: what they hand them to (the first of these that imports,
+# as the logger picks it), less what the logger sets itself. An argument that neither takes fails
+# only once the run has started, inside the logger.
+PASSED_ON = {
+    "TensorBoardLogger": (("torch.utils.tensorboard.SummaryWriter", "tensorboardX.SummaryWriter"), {"log_dir"}),
+    "WandbLogger": (("wandb.init",), set()),
+}
+
+
+def _passed_on(built) -> list[str] | None:
+    """The keyword arguments of what `built` hands its **kwargs to; None where unknown (any is taken)."""
+    if not str(getattr(built, "__module__", "")).startswith(("pytorch_lightning.", "lightning.")):
+        return None
+    targets, set_by_logger = PASSED_ON.get(getattr(built, "__name__", ""), ((), set()))
+    for target in targets:
+        try:
+            taken = _arguments(target, target)
+        except SetupError:  # not installed: the next one
+            continue
+        return None if taken is None else [name for name in taken if name not in set_by_logger]
+    return None
 
 
 def _locate(target: str):
