@@ -13,14 +13,10 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from {{ cookiecutter.package_name }}.launch.command_line import (
-    check_command_line,
-    remove_if_unused,
-    stop,
-)
+from {{ cookiecutter.package_name }}.launch.command_line import check_command_line, stop
 from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
 from {{ cookiecutter.package_name }}.launch.errors import SetupError
-from {{ cookiecutter.package_name }}.launch.run_directory import resume_overrides
+from {{ cookiecutter.package_name }}.launch.run_directory import discard_refused_start, resume_overrides
 from {{ cookiecutter.package_name }}.slurm.profiles import add_detected_cluster
 
 register_resolvers()  # ${default_run_id:} etc., needed before Hydra reads the configs
@@ -34,7 +30,7 @@ def main(cfg: DictConfig) -> None:
     try:
         run(cfg)
     except SetupError as error:  # found once the machine is known: GPUs, launcher, packages, data
-        remove_if_unused(cfg.output_dir)
+        discard_refused_start(cfg.output_dir)  # a new run's directory; a resume's record of its overrides
         stop(str(error))
     end_process_group()
 

@@ -132,6 +132,88 @@ def test_resume_uses_the_runs_own_config_and_keeps_its_hydra_folder(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 
 
+def test_a_resume_that_changes_the_model_or_its_optimizer_stops_with_one_line_and_changes_nothing(tmp_path):
+    """Before: a traceback inside Lightning's restore, and the refused start's record became the
+    config that the next `resume=` took. Now one line, and the run as it was; it still resumes."""
+    run = tmp_path / "run"
+    run_train(*FAST, f"output_root={tmp_path}", "run_id=run", "trainer.max_epochs=1")
+    before = snapshot(tmp_path)
+    for changed, message in (
+        ("model=autoencoder", "its weights do not fit the model this config builds (22 differ; net.1.weight: [32]"),
+        ("+model.net.channels=8", "net.0.weight: [32, 1, 3, 3] there, [8, 1, 3, 3] here"),
+        ("model.optimizer._target_=torch.optim.SGD", "the optimizer this config builds (torch.optim.sgd.SGD needs"),
+    ):
+        result = train(f"resume={run}", changed, "trainer.max_epochs=2")
+        assert result.returncode == 2, result.stderr
+        error = result.stderr.strip().splitlines()[-1]
+        assert error.startswith("ERROR: ckpt_path=") and message in error and changed in error, error
+        assert "Traceback" not in result.stderr
+        assert snapshot(tmp_path) == before, "a refused resume changed the run directory (or recorded its config)"
+    run_train(f"resume={run}", "trainer.max_epochs=2")
+    assert step_of(run / "checkpoints" / "last.ckpt") == 8
+
+
+def test_the_optimizer_check_takes_what_torch_restores(tmp_path):
+    """The optimizer check refuses a state the configured optimizer cannot step with, and takes
+    one it can: Adam for AdamW (the same settings), and an older torch's state that lacks settings
+    torch fills in on loading."""
+    from torch import nn
+
+    from {{ cookiecutter.package_name }}.launch.checks import check_checkpoint_fits
+
+    class Model(nn.Module):  # what the check uses of a LightningModule
+        strict_loading = True
+
+        def __init__(self, optimizer):
+            super().__init__()
+            self.layer, self.optimizer = nn.Linear(3, 2), optimizer
+
+        def configure_optimizers(self):
+            return {"optimizer": self.optimizer(self.parameters())}
+
+    trained = Model(torch.optim.AdamW)
+    optimizer = trained.configure_optimizers()["optimizer"]
+    trained.layer(torch.ones(1, 3)).sum().backward()
+    optimizer.step()
+    state = optimizer.state_dict()
+    path = tmp_path / "last.ckpt"
+    torch.save({"state_dict": trained.state_dict(), "optimizer_states": [state]}, path)
+    for fits in (torch.optim.AdamW, torch.optim.Adam):
+        check_checkpoint_fits(Model(fits), str(path))
+    with pytest.raises(SetupError, match=r"torch.optim.sgd.SGD needs dampening, momentum"):
+        check_checkpoint_fits(Model(torch.optim.SGD), str(path))
+    for group in state["param_groups"]:  # as an older torch saved it
+        del group["maximize"], group["differentiable"]
+    torch.save({"state_dict": trained.state_dict(), "optimizer_states": [state]}, path)
+    check_checkpoint_fits(Model(torch.optim.AdamW), str(path))
+
+
+def test_resume_takes_the_config_of_the_start_that_wrote_its_checkpoint(tmp_path):
+    """A start after the newest checkpoint (which failed before it saved) changed nothing: its
+    overrides are not the run's. The start before the checkpoint wrote it: its are."""
+    from {{ cookiecutter.package_name }}.launch.run_directory import resume_overrides
+
+    run = tmp_path / "run"
+    starts = [run / ".hydra", run / ".hydra" / "resumes" / "2026-01-02_00-00-00_2"]
+    starts.append(run / ".hydra" / "resumes" / "2026-01-03_00-00-00_3")
+    records = [start / "overrides.yaml" for start in starts]
+    checkpoint = run / "checkpoints" / "last.ckpt"
+    for path in [*records, checkpoint]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    for when, (path, batch) in enumerate(zip(records, (16, 32, 64), strict=True)):
+        path.write_text(yaml.safe_dump([f"data.batch_size={batch}", "trainer.max_epochs=1"]))
+        os.utime(path, (1000 + 10 * when, 1000 + 10 * when))
+    torch.save({"global_step": 4}, checkpoint)
+    os.utime(checkpoint, (1015, 1015))  # after the second start, before the third
+    assert resume_overrides([f"resume={run}", "trainer.max_epochs=3"]) == [
+        "data.batch_size=32",
+        f"output_root={tmp_path}",
+        "run_id=run",
+        "ckpt_path=last",
+        "trainer.max_epochs=3",
+    ]
+
+
 def test_a_restarted_run_resumes_by_itself_from_the_newest_checkpoint(tmp_path):
     """Case 4 and 5 without Slurm: a restart (torchrun's count here; Slurm's in
     test_slurm_jobs.py) resumes in place, from the newest checkpoint, not a stale hpc one."""

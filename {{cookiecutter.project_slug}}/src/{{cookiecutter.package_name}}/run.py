@@ -19,7 +19,7 @@ from .hook_costs import (
     skip_empty_batch_hooks,
     store_hook_names_directly,
 )
-from .launch.checks import check_environment, check_epoch_length
+from .launch.checks import check_checkpoint_fits, check_environment, check_epoch_length
 from .launch.errors import SetupError
 from .launch.run_directory import checkpoint_to_resume
 from .launch.warnings import quiet_benign_messages
@@ -91,6 +91,7 @@ def run(cfg: DictConfig) -> pl.Trainer:
     model = instantiate(cfg.model)
     store_hook_names_directly(model)
     read_step_signatures_once(model)
+    check_checkpoint_fits(model, ckpt_path)
     trainer = build_trainer(cfg)
     ranks = processes(trainer)
     datamodule.check_enough_for(ranks)

@@ -186,3 +186,73 @@ def _limit_key(trainer, stage: str) -> str:
     if stage != "test" and trainer.overfit_batches > 0:
         return "trainer.overfit_batches"
     return f"trainer.limit_{stage}_batches"
+
+
+def check_checkpoint_fits(model, ckpt_path: str | None) -> None:
+    """The checkpoint a run starts from must fit the model and optimizer the config builds. A
+    resume with another model (model=..., a model.net.* size) or optimizer class stopped inside
+    Lightning's restore with a traceback (and the next resume took the refused start's overrides)."""
+    if not ckpt_path or not Path(ckpt_path).is_file():
+        return  # a new run, or a sharded checkpoint (a folder) that its strategy reads
+    import torch
+
+    try:  # mmap: shapes only, the tensors are not read
+        checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
+        saved = checkpoint["state_dict"]
+    except Exception:  # not loadable this way: Lightning's own load says why
+        return
+    here = model.state_dict()
+    differ = [
+        f"{key}: {list(saved[key].shape)} there, {list(value.shape)} here"
+        for key, value in here.items()
+        if key in saved and saved[key].shape != value.shape
+    ]
+    if model.strict_loading:
+        differ += [f"{key}: not there" for key in here if key not in saved]
+        differ += [f"{key}: not here" for key in saved if key not in here]
+    if differ:
+        raise SetupError(
+            f"ckpt_path={ckpt_path}: its weights do not fit the model this config builds ({len(differ)} differ; "
+            f"{'; '.join(differ[:2])}){_model_settings()}. Fix: resume with the model settings the run trained with "
+            "(leave out those that change it), or start a new run without resume= / ckpt_path"
+        )
+    lacking = _optimizer_settings_lacking(model, checkpoint.get("optimizer_states") or [])
+    if lacking:
+        raise SetupError(
+            f"ckpt_path={ckpt_path}: its optimizer state does not fit the optimizer this config builds ({lacking}"
+            f"){_model_settings()}. Fix: resume with the optimizer the run trained with (leave out the "
+            "model.optimizer settings that change it), or start a new run without resume= / ckpt_path"
+        )
+
+
+def _optimizer_settings_lacking(model, states: list[dict]) -> str:
+    """What the model's optimizers need in their parameter groups that the saved states lack, once
+    torch's own defaults for older states are filled in; "" where they fit (or cannot be built here)."""
+    import torch
+
+    try:  # the model's own configure_optimizers; one that needs the Trainer is left to Lightning
+        configured = model.configure_optimizers()
+    except Exception:
+        return ""
+    if isinstance(configured, list | tuple) and len(configured) == 2 and isinstance(configured[0], list | tuple):
+        configured = configured[0]  # ([optimizers], [schedulers])
+    items = configured if isinstance(configured, list | tuple) else [configured]
+    optimizers = [item.get("optimizer") if isinstance(item, dict) else item for item in items]
+    for optimizer, state in zip(optimizers, states, strict=False):
+        if not isinstance(optimizer, torch.optim.Optimizer) or "param_groups" not in state:
+            continue
+        optimizer.__setstate__({"state": {}, "param_groups": [dict(group) for group in state["param_groups"]]})
+        lacking = sorted({key for group in optimizer.param_groups for key in optimizer.defaults if key not in group})
+        if lacking:
+            return f"{type(optimizer).__module__}.{type(optimizer).__name__} needs {', '.join(lacking)}"
+    return ""
+
+
+def _model_settings() -> str:
+    """The command line's overrides that shape the model (the run's own and this start's), as a hint."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return ""
+    shaping = [o for o in HydraConfig.get().overrides.task if o.lstrip("+~").split("=")[0].split(".")[0] == "model"]
+    return f"; this start's model settings: {' '.join(shaping)}" if shaping else ""

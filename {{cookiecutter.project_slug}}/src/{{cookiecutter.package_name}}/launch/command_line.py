@@ -9,7 +9,6 @@ HYDRA_FULL_ERROR=1 skips it: Hydra and the code then fail with their full traceb
 import difflib
 import os
 import re
-import shutil
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -47,14 +46,6 @@ def stop(message: str) -> NoReturn:
     if global_rank() == 0:
         print(f"ERROR: {one_line(message)}", file=sys.stderr)
     sys.exit(2)
-
-
-def remove_if_unused(run_dir: str | os.PathLike) -> None:
-    """A refused run leaves no run directory: remove it when it holds only Hydra's .hydra/
-    (a resumed run's directory has checkpoints and logs, and stays)."""
-    path = Path(run_dir)
-    if global_rank() == 0 and path.is_dir() and {child.name for child in path.iterdir()} <= {".hydra"}:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def check_command_line(argv: list[str]) -> None:

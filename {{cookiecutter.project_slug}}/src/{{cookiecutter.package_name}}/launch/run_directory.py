@@ -2,10 +2,12 @@
 
 - A new run refuses a directory that holds checkpoints; resuming is explicit (`ckpt_path=last`,
   `resume=<run dir>`) or automatic for a requeued Slurm job or a restarted torchrun.
-- `resume=outputs/<id>` starts again with the overrides that run was started with, the new
-  ones on top; the run's first `.hydra/` stays as it was, and every resume records its own
-  config in `.hydra/resumes/<time>/`.
-- A refused start leaves nothing behind (no empty run directory, no `.hydra/resumes/<time>`).
+- `resume=outputs/<id>` starts again with the overrides of the start that wrote the checkpoint
+  it resumes from, the new ones on top (a later start that failed before it saved anything
+  changed nothing); the run's first `.hydra/` stays as it was, and every resume records its
+  own config in `.hydra/resumes/<time>/`.
+- A refused start leaves nothing behind (no empty run directory, no `.hydra/resumes/<time>`,
+  whose overrides the next `resume=` would otherwise take as the run's).
 """
 
 import os
@@ -44,8 +46,9 @@ def _key(override: str) -> str:
 
 
 def resume_overrides(argv: list[str]) -> list[str]:
-    """`resume=DIR [overrides]` -> the overrides DIR's run was last started with, then `run_id`,
-    `output_root` and `ckpt_path=last` of DIR, then the new overrides (which win)."""
+    """`resume=DIR [overrides]` -> the overrides of the start that wrote DIR's newest checkpoint
+    (its last start if none), then `run_id`, `output_root` and `ckpt_path=last` of DIR, then the
+    new overrides (which win)."""
     given = [arg for arg in argv if arg.startswith("resume=")]
     if not given:
         return argv
@@ -60,9 +63,22 @@ def resume_overrides(argv: list[str]) -> list[str]:
     new = [arg for arg in argv if not arg.startswith("resume=")]
     mine = {"run_id", "output_root", "ckpt_path"}
     replaced = {_key(arg) for arg in new if "=" in arg or arg.startswith("~")} | mine
-    saved = [arg for arg in yaml.safe_load(records[-1].read_text()) or [] if _key(arg) not in replaced]
+    saved = [arg for arg in yaml.safe_load(_record_of_newest_checkpoint(run_dir, records).read_text()) or []]
+    saved = [arg for arg in saved if _key(arg) not in replaced]
     place = [f"output_root={run_dir.absolute().parent}", f"run_id={run_dir.name}", "ckpt_path=last"]
     return [*saved, *place, *[arg for arg in new if _key(arg) not in mine]]
+
+
+def _record_of_newest_checkpoint(run_dir: Path, records: list[Path]) -> Path:
+    """The config record of the last start that began before the newest checkpoint was written:
+    the start that wrote it. Records are in the order of the starts."""
+    from ..callbacks.checkpoints import newest_checkpoint
+
+    newest = newest_checkpoint(run_dir)
+    if newest is None:
+        return records[-1]
+    written = newest[0].stat().st_mtime
+    return ([record for record in records if record.stat().st_mtime <= written] or records[:1])[-1]
 
 
 def _runs_with_checkpoints(output_root: Path) -> str:
@@ -70,6 +86,13 @@ def _runs_with_checkpoints(output_root: Path) -> str:
 
     runs = sorted(p.name for p in output_root.glob("*") if p.is_dir() and run_checkpoints(p))
     return ", ".join(runs[-10:]) if runs else "none"
+
+
+def discard_refused_start(run_dir: str | os.PathLike) -> None:
+    """For a start refused once the run directory exists (train.py, on a SetupError)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    _discard_this_start(Path(run_dir), HydraConfig.get().output_subdir if HydraConfig.initialized() else None)
 
 
 def _discard_this_start(run_dir: Path, subdir: str | None) -> None:
