@@ -120,11 +120,16 @@ def test_resume_uses_the_runs_own_config_and_keeps_its_hydra_folder(tmp_path):
     run_train(*FAST, f"output_root={tmp_path}", "run_id=run", "trainer.max_epochs=1", "data.batch_size=16")
     original = {p: (run / ".hydra" / p).read_text() for p in ("config.yaml", "overrides.yaml")}
     assert step_of(run / "checkpoints" / "last.ckpt") == 4
-    command = [sys.executable, str(PROJECT / "train.py"), f"resume={run}", "trainer.max_epochs=2"]
+    # The new optimizer setting is trained with (Lightning restores the saved one: callbacks/optimizer_settings.py).
+    command = [sys.executable, str(PROJECT / "train.py"), f"resume={run}", "model.optimizer.lr=0.01"]
+    command.append("trainer.max_epochs=2")
     result = subprocess.run(command, cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "Restoring states from the checkpoint" in result.stdout + result.stderr
+    assert "Resumed with the config's optimizer settings: lr 0.001 -> 0.01" in result.stdout + result.stderr
     assert step_of(run / "checkpoints" / "last.ckpt") == 8  # batch size 16 kept: 4 steps per epoch
+    saved = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert [group["lr"] for group in saved["optimizer_states"][0]["param_groups"]] == [0.01]
     assert {p: (run / ".hydra" / p).read_text() for p in original} == original
     [resumed] = (run / ".hydra" / "resumes").iterdir()
     overrides = yaml.safe_load((resumed / "overrides.yaml").read_text())
@@ -153,10 +158,13 @@ def test_a_resume_that_changes_the_model_or_its_optimizer_stops_with_one_line_an
     assert step_of(run / "checkpoints" / "last.ckpt") == 8
 
 
-def test_the_optimizer_check_takes_what_torch_restores(tmp_path):
+def test_the_optimizer_check_takes_what_torch_restores_and_returns_the_changed_settings(tmp_path):
     """The optimizer check refuses a state the configured optimizer cannot step with, and takes
     one it can: Adam for AdamW (the same settings), and an older torch's state that lacks settings
-    torch fills in on loading."""
+    torch fills in on loading. It returns the settings the config changes (Lightning would restore
+    the saved ones); under a learning-rate schedule a changed lr is refused."""
+    from functools import partial
+
     from torch import nn
 
     from {{ cookiecutter.package_name }}.launch.checks import check_checkpoint_fits
@@ -178,14 +186,21 @@ def test_the_optimizer_check_takes_what_torch_restores(tmp_path):
     state = optimizer.state_dict()
     path = tmp_path / "last.ckpt"
     torch.save({"state_dict": trained.state_dict(), "optimizer_states": [state]}, path)
-    for fits in (torch.optim.AdamW, torch.optim.Adam):
-        check_checkpoint_fits(Model(fits), str(path))
+    settings = ["lr", "weight_decay"]
+    assert check_checkpoint_fits(Model(torch.optim.AdamW), str(path), settings) == {}
+    adam = check_checkpoint_fits(Model(torch.optim.Adam), str(path), settings)  # fits; its default weight decay
+    assert adam == {0: {"weight_decay": (0.01, 0)}}
     with pytest.raises(SetupError, match=r"torch.optim.sgd.SGD needs dampening, momentum"):
-        check_checkpoint_fits(Model(torch.optim.SGD), str(path))
-    for group in state["param_groups"]:  # as an older torch saved it
+        check_checkpoint_fits(Model(torch.optim.SGD), str(path), settings)
+    changed = check_checkpoint_fits(Model(partial(torch.optim.AdamW, lr=0.1)), str(path), settings)
+    assert changed == {0: {"lr": (0.001, 0.1)}}
+    for group in state["param_groups"]:  # as an older torch saved it, and under a schedule from lr 0.001
         del group["maximize"], group["differentiable"]
+        group["initial_lr"], group["lr"] = 0.001, 0.0005
     torch.save({"state_dict": trained.state_dict(), "optimizer_states": [state]}, path)
-    check_checkpoint_fits(Model(torch.optim.AdamW), str(path))
+    assert check_checkpoint_fits(Model(torch.optim.AdamW), str(path), settings) == {}  # the schedule's lr stays
+    with pytest.raises(SetupError, match=r"model.optimizer.lr=0.1: the checkpoint .* follows a learning-rate sch"):
+        check_checkpoint_fits(Model(partial(torch.optim.AdamW, lr=0.1)), str(path), settings)
 
 
 def test_resume_takes_the_config_of_the_start_that_wrote_its_checkpoint(tmp_path):

@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 from pytorch_lightning.utilities import rank_zero_info
 from pytorch_lightning.utilities.exceptions import MisconfigurationException
 
+from .callbacks.optimizer_settings import OptimizerSettingsFromConfig
 from .callbacks.stop import stop_exit_code
 from .hook_costs import (
     NoProfiler,
@@ -76,6 +77,12 @@ def processes(trainer: pl.Trainer) -> int:
         return 1
 
 
+def optimizer_settings(cfg: DictConfig) -> list[str]:
+    """The settings model.optimizer gives the optimizer (lr, weight_decay, ...), not how it runs (fused)."""
+    optimizer = cfg.model.get("optimizer") or {}
+    return [str(key) for key in optimizer if not str(key).startswith("_") and key != "fused"]
+
+
 def resume_from(cfg: DictConfig) -> str | None:
     """The checkpoint to start from; refuses a start that would overwrite a run's checkpoints."""
     subdir = HydraConfig.get().output_subdir if HydraConfig.initialized() else None
@@ -91,8 +98,10 @@ def run(cfg: DictConfig) -> pl.Trainer:
     model = instantiate(cfg.model)
     store_hook_names_directly(model)
     read_step_signatures_once(model)
-    check_checkpoint_fits(model, ckpt_path)
+    changed = check_checkpoint_fits(model, ckpt_path, optimizer_settings(cfg))
     trainer = build_trainer(cfg)
+    if changed:  # a resume with other optimizer settings: Lightning would restore the old ones
+        trainer.callbacks.append(OptimizerSettingsFromConfig(changed))
     ranks = processes(trainer)
     datamodule.check_enough_for(ranks)
     stages = ("train", "val", "test") if cfg.test_after_fit else ("train", "val")

@@ -188,19 +188,24 @@ def _limit_key(trainer, stage: str) -> str:
     return f"trainer.limit_{stage}_batches"
 
 
-def check_checkpoint_fits(model, ckpt_path: str | None) -> None:
+def check_checkpoint_fits(model, ckpt_path: str | None, optimizer_keys: list[str]) -> dict[int, dict]:
     """The checkpoint a run starts from must fit the model and optimizer the config builds. A
     resume with another model (model=..., a model.net.* size) or optimizer class stopped inside
-    Lightning's restore with a traceback (and the next resume took the refused start's overrides)."""
+    Lightning's restore with a traceback (and the next resume took the refused start's overrides).
+
+    Returns the optimizer settings among `optimizer_keys` (model.optimizer's) whose configured value
+    differs from the checkpoint's, by optimizer, as {setting: (saved, configured)}: Lightning restores
+    the saved ones, so a resume with model.optimizer.lr=... ran on the old lr, silently
+    (callbacks/optimizer_settings.py)."""
     if not ckpt_path or not Path(ckpt_path).is_file():
-        return  # a new run, or a sharded checkpoint (a folder) that its strategy reads
+        return {}  # a new run, or a sharded checkpoint (a folder) that its strategy reads
     import torch
 
     try:  # mmap: shapes only, the tensors are not read
         checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
         saved = checkpoint["state_dict"]
     except Exception:  # not loadable this way: Lightning's own load says why
-        return
+        return {}
     here = model.state_dict()
     differ = [
         f"{key}: {list(saved[key].shape)} there, {list(value.shape)} here"
@@ -216,36 +221,61 @@ def check_checkpoint_fits(model, ckpt_path: str | None) -> None:
             f"{'; '.join(differ[:2])}){_model_settings()}. Fix: resume with the model settings the run trained with "
             "(leave out those that change it), or start a new run without resume= / ckpt_path"
         )
-    lacking = _optimizer_settings_lacking(model, checkpoint.get("optimizer_states") or [])
-    if lacking:
-        raise SetupError(
-            f"ckpt_path={ckpt_path}: its optimizer state does not fit the optimizer this config builds ({lacking}"
-            f"){_model_settings()}. Fix: resume with the optimizer the run trained with (leave out the "
-            "model.optimizer settings that change it), or start a new run without resume= / ckpt_path"
-        )
+    return _optimizer_changes(model, checkpoint.get("optimizer_states") or [], optimizer_keys, ckpt_path)
 
 
-def _optimizer_settings_lacking(model, states: list[dict]) -> str:
-    """What the model's optimizers need in their parameter groups that the saved states lack, once
-    torch's own defaults for older states are filled in; "" where they fit (or cannot be built here)."""
+def _optimizer_changes(model, states: list, keys: list[str], ckpt_path: str) -> dict[int, dict]:
+    """SetupError where an optimizer the model builds cannot step with its saved state (another
+    class: a KeyError at the first step); else the settings the config changes, by optimizer."""
     import torch
 
-    try:  # the model's own configure_optimizers; one that needs the Trainer is left to Lightning
+    changes = {}
+    for index, (optimizer, state) in enumerate(zip(_optimizers(model), states, strict=False)):
+        groups = state.get("param_groups") if isinstance(state, dict) else None
+        if not isinstance(optimizer, torch.optim.Optimizer) or not groups:
+            continue
+        configured = {key: optimizer.param_groups[0][key] for key in keys if key in optimizer.param_groups[0]}
+        optimizer.__setstate__({"state": {}, "param_groups": [dict(group) for group in groups]})  # torch's defaults
+        lacking = sorted({key for group in optimizer.param_groups for key in optimizer.defaults if key not in group})
+        if lacking:
+            name = f"{type(optimizer).__module__}.{type(optimizer).__name__}"
+            raise SetupError(
+                f"ckpt_path={ckpt_path}: its optimizer state does not fit the optimizer this config builds ({name} "
+                f"needs {', '.join(lacking)}){_model_settings()}. Fix: resume with the optimizer the run trained "
+                "with (leave out the model.optimizer settings that change it), or start a new run without resume= "
+                "/ ckpt_path"
+            )
+        changes[index] = _changed_settings(configured, groups[0], ckpt_path)
+    return {index: changed for index, changed in changes.items() if changed}
+
+
+def _changed_settings(configured: dict, saved: dict, ckpt_path: str) -> dict:
+    """The configured settings that differ from the saved ones, with both. Under a learning-rate
+    schedule the saved lr is the schedule's; its start (initial_lr) is what the config set."""
+    changed = {key: (saved.get(key), value) for key, value in configured.items() if saved.get(key) != value}
+    changed.pop("lr", None)
+    if "lr" in configured and configured["lr"] != saved.get("initial_lr", saved.get("lr")):
+        if "initial_lr" in saved:
+            raise SetupError(
+                f"model.optimizer.lr={configured['lr']}: the checkpoint {ckpt_path} follows a learning-rate schedule "
+                f"that started at {saved['initial_lr']}, and its scheduler's state would not follow a new start. "
+                "Fix: leave model.optimizer.lr out of the resume, or start a new run"
+            )
+        changed["lr"] = (saved.get("lr"), configured["lr"])
+    return changed
+
+
+def _optimizers(model) -> list:
+    """The optimizers the model's configure_optimizers builds, in order; [] where it needs the
+    Trainer (Lightning then restores them as it does)."""
+    try:
         configured = model.configure_optimizers()
     except Exception:
-        return ""
+        return []
     if isinstance(configured, list | tuple) and len(configured) == 2 and isinstance(configured[0], list | tuple):
         configured = configured[0]  # ([optimizers], [schedulers])
     items = configured if isinstance(configured, list | tuple) else [configured]
-    optimizers = [item.get("optimizer") if isinstance(item, dict) else item for item in items]
-    for optimizer, state in zip(optimizers, states, strict=False):
-        if not isinstance(optimizer, torch.optim.Optimizer) or "param_groups" not in state:
-            continue
-        optimizer.__setstate__({"state": {}, "param_groups": [dict(group) for group in state["param_groups"]]})
-        lacking = sorted({key for group in optimizer.param_groups for key in optimizer.defaults if key not in group})
-        if lacking:
-            return f"{type(optimizer).__module__}.{type(optimizer).__name__} needs {', '.join(lacking)}"
-    return ""
+    return [item.get("optimizer") if isinstance(item, dict) else item for item in items]
 
 
 def _model_settings() -> str:
