@@ -2,6 +2,7 @@
 No Slurm here: tests/test_slurm_jobs.py does requeues and job steps on a real one."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -227,6 +228,25 @@ def test_resume_takes_the_config_of_the_start_that_wrote_its_checkpoint(tmp_path
         "ckpt_path=last",
         "trainer.max_epochs=3",
     ]
+
+
+@pytest.mark.parametrize("other", ["run_id=other", "output_root=/elsewhere", "ckpt_path=null", "+ckpt_path=x.ckpt"])
+def test_resume_beside_another_place_or_checkpoint_stops_with_one_line(tmp_path, other):
+    """Before, resume= dropped these without a word and went on in the run's own folder."""
+    from {{ cookiecutter.package_name }}.launch.run_directory import resume_overrides
+
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(["trainer.max_epochs=1"]))
+    expected = rf"^{re.escape(other)}: resume=\S+ continues that run, in its folder"
+    with pytest.raises(SetupError, match=expected) as error:
+        resume_overrides([f"resume={run}", other])
+    assert f"Fix: leave {other.lstrip('+').split('=')[0]} out; or start a new run" in str(error.value)
+    same = ["run_id=run", f"output_root={tmp_path}/", "ckpt_path=last"]  # what resume= sets anyway: taken
+    placed = resume_overrides([f"resume={run}", *same])[1:4]
+    assert placed == [f"output_root={tmp_path}", "run_id=run", "ckpt_path=last"]
+    with pytest.raises(SetupError, match=r"^resume='': the folder of the run to continue. Fix: resume=outputs/"):
+        resume_overrides(["resume="])
 
 
 def test_a_restarted_run_resumes_by_itself_from_the_newest_checkpoint(tmp_path):

@@ -52,6 +52,8 @@ def resume_overrides(argv: list[str]) -> list[str]:
     given = [arg for arg in argv if arg.startswith("resume=")]
     if not given:
         return argv
+    if not given[-1].split("=", 1)[1].strip():
+        raise SetupError("resume='': the folder of the run to continue. Fix: resume=outputs/<run_id> (its folder)")
     run_dir = Path(given[-1].split("=", 1)[1]).expanduser()
     records = [run_dir / ".hydra" / "overrides.yaml", *sorted(run_dir.glob(".hydra/resumes/*/overrides.yaml"))]
     records = [path for path in records if path.is_file()]
@@ -66,7 +68,25 @@ def resume_overrides(argv: list[str]) -> list[str]:
     saved = [arg for arg in yaml.safe_load(_record_of_newest_checkpoint(run_dir, records).read_text()) or []]
     saved = [arg for arg in saved if _key(arg) not in replaced]
     place = [f"output_root={run_dir.absolute().parent}", f"run_id={run_dir.name}", "ckpt_path=last"]
+    _check_not_elsewhere(run_dir, [arg for arg in new if _key(arg) in mine], place)
     return [*saved, *place, *[arg for arg in new if _key(arg) not in mine]]
+
+
+def _check_not_elsewhere(run_dir: Path, given: list[str], place: list[str]) -> None:
+    """resume= continues a run in its own directory from its newest checkpoint: another run_id,
+    output_root or ckpt_path beside it was dropped without a word, and the run went on in place."""
+    for arg in given:
+        key, _, value = arg.lstrip("+~").partition("=")
+        ours = next(p.partition("=")[2] for p in place if p.startswith(f"{key}="))
+        if key == "output_root" and value and Path(value).expanduser().absolute() == Path(ours):
+            continue
+        if value == ours:
+            continue
+        raise SetupError(
+            f"{arg}: resume={shown(run_dir)} continues that run, in its folder, from its newest checkpoint. "
+            f"Fix: leave {key} out; or start a new run from one of its checkpoints: run_id=<new> "
+            f"ckpt_path={shown(run_dir / 'checkpoints' / 'last.ckpt')}, with the settings typed again"
+        )
 
 
 def _record_of_newest_checkpoint(run_dir: Path, records: list[Path]) -> Path:
