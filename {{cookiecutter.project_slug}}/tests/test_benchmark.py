@@ -147,19 +147,27 @@ def test_overhead_profiles_where_each_way_spends_its_time(tmp_path):
     assert "pytorch_lightning/" in written["bare-plain.txt"]
 
 
+OUTPUTS = [  # an option, the path it is given (under tmp_path), the line's reason and fix
+    ("--profile", "notes", "is a file, not a folder. Fix: --profile a folder of yours, e.g. --profile profile/"),
+    ("--json", "results", "is a folder, not a file. Fix: --json a file of yours, e.g. --json figures.json"),
+    ("--json", "notes/figures.json", "cannot be made: {tmp}/notes is a file. Fix: --json a file of yours"),
+]
+
+
 @pytest.mark.parametrize("module", ["benchmark.__main__", "benchmark.overhead"])
-def test_a_profile_folder_that_is_a_file_stops_with_one_line(module, monkeypatch, capsys, tmp_path):
-    """Before anything trains: the profiles would otherwise be lost after the whole run."""
+@pytest.mark.parametrize(("option", "path", "reason"), OUTPUTS, ids=["profile-file", "json-folder", "json-under-file"])
+def test_an_output_path_that_cannot_be_written_stops_with_one_line(module, option, path, reason, capsys, tmp_path):
+    """Before anything trains: the figures or profiles would otherwise be lost after the whole run."""
     import importlib
 
     (tmp_path / "notes").write_text("mine")
+    (tmp_path / "results").mkdir()
     main = importlib.import_module(f"{{ cookiecutter.package_name }}.{module}").main
     with pytest.raises(SystemExit) as stopped:
-        main(["--steps=1", "--warmup=1", "--repeats=1", f"--profile={tmp_path / 'notes'}", CPU])
+        main(["--steps=1", "--warmup=1", "--repeats=1", f"{option}={tmp_path / path}", CPU])
     assert stopped.value.code == 2
     (line,) = capsys.readouterr().err.splitlines()
-    fix = "Fix: --profile a folder of yours, e.g. --profile profile/"
-    assert line == f"ERROR: --profile {tmp_path / 'notes'} is a file, not a folder. {fix}"
+    assert line.startswith(f"ERROR: {option} {tmp_path / path} {reason.format(tmp=tmp_path)}"), line
     assert (tmp_path / "notes").read_text() == "mine"
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..launch.command_line import checked_config, stop
 from ..launch.errors import SetupError
-from .profile import check_profile_dir
+from .profile import check_output_paths
 from .report import Figures, print_report
 
 
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     try:
-        check_profile_dir(args.profile)
+        check_output_paths(args.profile, args.json)
         if args.processes > 1 and "LOCAL_RANK" not in os.environ:
             check_processes(args)
             return relaunch_with_torchrun(args.processes, argv)
@@ -182,6 +182,7 @@ def benchmark(args: argparse.Namespace) -> int:
         figures = Figures.from_ranks(everyone, ways, settings=described)
         print_report(figures)
         if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps(figures.as_dict(), indent=2))
         if args.profile:
             heading = (

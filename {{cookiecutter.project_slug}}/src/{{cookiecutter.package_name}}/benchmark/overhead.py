@@ -50,7 +50,7 @@ from ..launch.errors import SetupError
 from .lightning_path import TimeSteps, timed_run
 from .measure import StepWindow
 from .plain import train_loader
-from .profile import check_profile_dir, write_profiles
+from .profile import check_output_paths, write_profiles
 
 WAYS = ("plain", "bare", "project", "data")
 ADDED = ("bare-plain", "project-bare", "project-bare-data")  # "project-bare-data": project - bare - data
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("pytorch_lightning", "lightning_fabric", "lightning.pytorch"):
             logging.getLogger(name).setLevel(logging.WARNING)
     try:
-        check_profile_dir(args.profile)
+        check_output_paths(args.profile, args.json)
         cfg = project_config(args)
         with tempfile.TemporaryDirectory(prefix="overhead-") as root:  # its runs' checkpoints and logs
             with open_dict(cfg):
@@ -208,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         stop(str(error))
     print_figures(figures)
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(figures, indent=2))
     return 0
 

@@ -23,18 +23,23 @@ from ..launch.errors import SetupError
 TOP = 40  # rows per table
 
 
-def check_profile_dir(directory: Path | None) -> None:
-    """Before anything runs: --profile names a folder that exists or can be made, and be written."""
-    if directory is None:
-        return
-    existing = next(path for path in [directory, *directory.resolve().parents] if path.exists())
-    if not existing.is_dir():
-        reason = "is a file, not a folder" if existing == directory else f"cannot be made: {existing} is a file"
-    elif not os.access(existing, os.W_OK):
-        reason = f"cannot be written: {existing} is not writable here"
-    else:
-        return
-    raise SetupError(f"--profile {directory} {reason}. Fix: --profile a folder of yours, e.g. --profile profile/")
+def check_output_paths(profile: Path | None, json_file: Path | None) -> None:
+    """Before anything runs: --profile names a folder and --json a file that exist or can be made,
+    and be written (else the figures of a whole run were lost to a traceback at its end)."""
+    for path, option, folder in ((profile, "--profile", True), (json_file, "--json", False)):
+        if path is None:
+            continue
+        existing = next(p for p in [path, *path.resolve().parents] if p.exists())
+        if existing == path and existing.is_dir() != folder:
+            reason = "is a file, not a folder" if folder else "is a folder, not a file"
+        elif existing != path and not existing.is_dir():
+            reason = f"cannot be made: {existing} is a file"
+        elif not os.access(existing, os.W_OK):
+            reason = f"cannot be written: {existing} is not writable here"
+        else:
+            continue
+        kind, example = ("folder", "profile/") if folder else ("file", "figures.json")
+        raise SetupError(f"{option} {path} {reason}. Fix: {option} a {kind} of yours, e.g. {option} {example}")
 
 
 def own_time_per_step(profile: cProfile.Profile, steps: int) -> dict[str, tuple[float, float]]:
