@@ -394,6 +394,18 @@ def test_mnist_without_internet_names_the_download_module(monkeypatch, tmp_path)
     assert importlib.util.find_spec(module) is not None, f"{module} does not exist"
 
 
+def test_the_download_command_offline_says_what_else_to_do(tmp_path):
+    """The command the error above names, itself without internet: one line, exit 2, no traceback."""
+    offline = {name: "http://127.0.0.1:9" for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")}
+    command = [sys.executable, "-m", "{{ cookiecutter.package_name }}.data.mnist", str(tmp_path)]
+    env = {**project_env(), **offline, "no_proxy": ""}
+    result = subprocess.run(command, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"ERROR: downloading MNIST into {tmp_path}/MNIST/raw failed ("), line
+    assert "Fix: run this command where there is internet (a login node), or copy the files train-images" in line
+
+
 def test_help_hides_bases_and_test_only_choices():
     result = subprocess.run(
         [sys.executable, "train.py", "--help"], cwd=PROJECT, env=project_env(), capture_output=True, text=True

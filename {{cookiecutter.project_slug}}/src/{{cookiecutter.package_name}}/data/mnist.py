@@ -61,11 +61,14 @@ def download(root: str | Path) -> None:
         for train in (True, False):
             MNIST(str(Path(root).expanduser()), train=train, download=True)
     except Exception as error:  # URLError, socket timeouts, HTTP errors, ...
-        reason = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
         raise MNISTNotFoundError(
-            f"data.root={root}: MNIST is not under {raw_dir(root)} and downloading it failed ({reason}). "
+            f"data.root={root}: MNIST is not under {raw_dir(root)} and downloading it failed ({_reason(error)}). "
             + _how_to_fix(root)
         ) from error
+
+
+def _reason(error: Exception) -> str:
+    return str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
 
 
 def _split_files(root: str | Path, split: str) -> list[Path]:
@@ -174,5 +177,15 @@ class MNISTDataModule(ImageDataModule):
 
 if __name__ == "__main__":
     target = sys.argv[1] if len(sys.argv) > 1 else "data"
-    download(target)
+    try:
+        download(target)
+    except MNISTNotFoundError as error:  # this is the command the training error suggests: say what else to do
+        reason = _reason(error.__cause__ or error)
+        names = ", ".join(name for pair in FILES.values() for name in pair)
+        print(
+            f"ERROR: downloading MNIST into {raw_dir(target)} failed ({reason}). Fix: run this command where there "
+            f"is internet (a login node), or copy the files {names} (or their .gz) into {raw_dir(target)}",
+            file=sys.stderr,
+        )
+        sys.exit(2)
     print(f"MNIST is ready under {raw_dir(target)}")
