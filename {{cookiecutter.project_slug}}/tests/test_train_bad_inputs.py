@@ -406,6 +406,19 @@ def test_the_download_command_offline_says_what_else_to_do(tmp_path):
     assert "Fix: run this command where there is internet (a login node), or copy the files train-images" in line
 
 
+@pytest.mark.parametrize("given", ["missing", "plain.ckpt"])
+def test_converting_what_is_not_a_deepspeed_checkpoint_stops_with_one_line(given, tmp_path, capsys):
+    from {{ cookiecutter.package_name }}.convert_zero_checkpoint import main
+
+    (tmp_path / "plain.ckpt").write_bytes(b"")
+    with pytest.raises(SystemExit) as stopped:
+        main([str(tmp_path / given)])
+    assert stopped.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    reason = "a file: a plain checkpoint already" if given.endswith(".ckpt") else "not a DeepSpeed checkpoint folder"
+    assert line.startswith(f"ERROR: {tmp_path / given}: {reason}") and "Fix: the .ckpt folder a DeepSpeed run" in line
+
+
 def test_help_hides_bases_and_test_only_choices():
     result = subprocess.run(
         [sys.executable, "train.py", "--help"], cwd=PROJECT, env=project_env(), capture_output=True, text=True

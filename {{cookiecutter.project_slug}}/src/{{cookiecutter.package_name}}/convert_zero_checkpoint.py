@@ -14,12 +14,22 @@ optimizer state, so `ImageClassifier.load_from_checkpoint("model.pt", net=...)` 
 import argparse
 from pathlib import Path
 
+from .launch.command_line import stop
+from .launch.errors import SetupError
+
 
 def convert(checkpoint_dir: Path, output_file: Path) -> Path:
+    if not (checkpoint_dir / "latest").is_file():
+        if checkpoint_dir.is_file():
+            reason = "a file: a plain checkpoint already, which loads as it is"
+        else:
+            reason = "not a DeepSpeed checkpoint folder (it has no 'latest' file)"
+        raise SetupError(
+            f"{checkpoint_dir}: {reason}. Fix: the .ckpt folder a DeepSpeed run wrote, e.g. "
+            "outputs/<run>/checkpoints/last.ckpt"
+        )
     from pytorch_lightning.utilities.deepspeed import convert_zero_checkpoint_to_fp32_state_dict
 
-    if not (checkpoint_dir / "latest").is_file():
-        raise SystemExit(f"{checkpoint_dir} is not a DeepSpeed checkpoint folder (it has no 'latest' file)")
     output_file.parent.mkdir(parents=True, exist_ok=True)
     convert_zero_checkpoint_to_fp32_state_dict(checkpoint_dir, output_file)
     return output_file
@@ -30,7 +40,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("checkpoint_dir", type=Path, help="the .ckpt folder DeepSpeed wrote")
     parser.add_argument("output_file", type=Path, nargs="?", help="default: <checkpoint_dir>.pt")
     args = parser.parse_args(argv)
-    convert(args.checkpoint_dir, args.output_file or args.checkpoint_dir.with_suffix(".pt"))
+    try:
+        convert(args.checkpoint_dir, args.output_file or args.checkpoint_dir.with_suffix(".pt"))
+    except SetupError as error:
+        stop(str(error))
 
 
 if __name__ == "__main__":
