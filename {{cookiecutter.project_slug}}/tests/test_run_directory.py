@@ -245,6 +245,8 @@ def test_resume_beside_another_place_or_checkpoint_stops_with_one_line(tmp_path,
     same = ["run_id=run", f"output_root={tmp_path}/", "ckpt_path=last"]  # what resume= sets anyway: taken
     placed = resume_overrides([f"resume={run}", *same])[1:4]
     assert placed == [f"output_root={tmp_path}", "run_id=run", "ckpt_path=last"]
+    shown = resume_overrides([f"resume={run}", "trainer.max_epochs=2", "--cfg", "job"])  # Hydra's options first
+    assert shown[:2] == ["--cfg", "job"] and shown[-1] == "trainer.max_epochs=2"
     with pytest.raises(SetupError, match=r"^resume='': the folder of the run to continue. Fix: resume=outputs/"):
         resume_overrides(["resume="])
 

@@ -46,6 +46,11 @@ BAD_INPUTS = [
     (["cluster=puhti", "cluster.slurm.tme=1"], "cluster.slurm.tme"),
     (["cluster=puhti", "cluster.slurm.container='singularity exec"], "cluster.slurm.container"),
     (["cluster=puhti", "--", "trainer.max_epochs=1\nrm -rf ~"], "one line"),
+    # train.py's overrides, checked as train.py will check them on the nodes (not after the queue)
+    (["cluster=puhti", "--", "data.batch_size=0"], "data.batch_size=0: an integer >= 1"),
+    (["cluster=puhti", "--", "trainer.max_epohcs=3"], "trainer.max_epohcs=3: no such key in the config"),
+    (["cluster=puhti", "--", "resume=nowhere"], "resume=nowhere: no run was started there"),
+    (["cluster=puhti", "--", "-m", "data.batch_size=16,32"], "-m: a batch script runs one training"),
 ]
 
 
@@ -134,3 +139,10 @@ def test_a_newline_in_a_profile_value_is_refused_on_one_line():
     with pytest.raises(ProfileError) as refused:
         Job(profile, "ddp")
     assert "\n" not in str(refused.value) and str(refused.value).startswith("cluster.slurm.account='project_1\\n")
+
+
+def test_a_script_path_that_cannot_be_written_gets_one_line(tmp_path, capsys):
+    (tmp_path / "notes").write_text("mine")
+    assert slurm_main(["-o", str(tmp_path / "notes" / "job.sh"), "cluster=puhti"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"ERROR: -o {tmp_path / 'notes' / 'job.sh'} cannot be made: {tmp_path / 'notes'} is a file")

@@ -14,11 +14,11 @@ totals with the benchmark's. The profiled repeat is not among the timed figures.
 """
 
 import cProfile
-import os
 import pstats
 from pathlib import Path
 
 from ..launch.errors import SetupError
+from ..launch.paths import unwritable
 
 TOP = 40  # rows per table
 
@@ -27,19 +27,10 @@ def check_output_paths(profile: Path | None, json_file: Path | None) -> None:
     """Before anything runs: --profile names a folder and --json a file that exist or can be made,
     and be written (else the figures of a whole run were lost to a traceback at its end)."""
     for path, option, folder in ((profile, "--profile", True), (json_file, "--json", False)):
-        if path is None:
-            continue
-        existing = next(p for p in [path, *path.resolve().parents] if p.exists())
-        if existing == path and existing.is_dir() != folder:
-            reason = "is a file, not a folder" if folder else "is a folder, not a file"
-        elif existing != path and not existing.is_dir():
-            reason = f"cannot be made: {existing} is a file"
-        elif not os.access(existing, os.W_OK):
-            reason = f"cannot be written: {existing} is not writable here"
-        else:
-            continue
-        kind, example = ("folder", "profile/") if folder else ("file", "figures.json")
-        raise SetupError(f"{option} {path} {reason}. Fix: {option} a {kind} of yours, e.g. {option} {example}")
+        reason = path and unwritable(path, folder)
+        if reason:
+            kind, example = ("folder", "profile/") if folder else ("file", "figures.json")
+            raise SetupError(f"{option} {path} {reason}. Fix: {option} a {kind} of yours, e.g. {option} {example}")
 
 
 def own_time_per_step(profile: cProfile.Profile, steps: int) -> dict[str, tuple[float, float]]:

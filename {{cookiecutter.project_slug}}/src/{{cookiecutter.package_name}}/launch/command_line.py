@@ -9,6 +9,7 @@ HYDRA_FULL_ERROR=1 skips it: Hydra and the code then fail with their full traceb
 import difflib
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -22,6 +23,7 @@ CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 HIDDEN = ("localslurm",)  # the tests' own Slurm; names starting with _ are bases of the others
 
 # Hydra options after which there is nothing to check: Hydra prints something and exits.
+_ONE_MODE = ("run", "multirun", "cfg", "info", "shell_completion")  # Hydra takes one of these at a time
 _HYDRA_ONLY = ("help", "hydra_help", "version", "cfg", "info", "shell_completion", "experimental_rerun")
 
 
@@ -52,19 +54,38 @@ def check_command_line(argv: list[str]) -> None:
     """Exit 2 with one line if the overrides in argv are wrong; return if they are fine."""
     if os.environ.get("HYDRA_FULL_ERROR") == "1":
         return
-    from hydra._internal.utils import get_args_parser
-
-    args, _ = get_args_parser().parse_known_args(argv)  # unknown options: Hydra itself says so
-    if any(getattr(args, name, None) for name in _HYDRA_ONLY) or args.config_name or args.config_path:
-        return
     try:
-        check_overrides(args.overrides, args.multirun)
+        check_arguments(argv)
     except SetupError as error:
         stop(str(error))
 
 
+def check_arguments(argv: list[str]) -> None:
+    """Raise SetupError (one line) if train.py's arguments (overrides, -m) are wrong."""
+    from hydra._internal.utils import get_args_parser
+
+    args, unread = get_args_parser().parse_known_args(argv)
+    if unread:  # Hydra would print its usage and "unrecognized arguments"
+        first = unread[0]
+        if first.startswith("-"):
+            raise SetupError(f"{first}: not an option of train.py. Fix: `python train.py --help` lists them")
+        option = [arg for arg in argv[: argv.index(first)] if arg.startswith("-")][-1]
+        options = [arg for arg in argv if arg not in args.overrides and arg not in unread]
+        raise SetupError(
+            f"{first}: an override after an option ({option}), which Hydra does not read. Fix: the options "
+            f"first, then all overrides: python train.py {shlex.join([*options, *args.overrides, *unread])}"
+        )
+    modes = [f"--{name.replace('_', '-')}" for name in _ONE_MODE if getattr(args, name, None)]
+    if len(modes) > 1:  # Hydra's ValueError, with a traceback
+        raise SetupError(f"{' with '.join(modes)}: Hydra does one of these at a time. Fix: leave out all but one")
+    if any(getattr(args, name, None) for name in _HYDRA_ONLY) or args.config_name or args.config_path:
+        return
+    check_overrides(args.overrides, args.multirun)
+
+
 def check_overrides(overrides: list[str], multirun: bool = False) -> None:
     """Raise SetupError (one line) if a job these overrides make has a wrong choice, key or value."""
+    register_resolvers()  # the configs' ${default_run_id:} etc. (train.py registers them anyway)
     for job in _jobs(overrides, multirun):
         _checked(job)
 

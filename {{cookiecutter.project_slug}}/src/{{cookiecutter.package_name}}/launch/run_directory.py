@@ -69,7 +69,9 @@ def resume_overrides(argv: list[str]) -> list[str]:
     saved = [arg for arg in saved if _key(arg) not in replaced]
     place = [f"output_root={run_dir.absolute().parent}", f"run_id={run_dir.name}", "ckpt_path=last"]
     _check_not_elsewhere(run_dir, [arg for arg in new if _key(arg) in mine], place)
-    return [*saved, *place, *[arg for arg in new if _key(arg) not in mine]]
+    # Hydra reads the overrides as one group: its options (--cfg job, -m) go first.
+    options = [arg for arg in new if arg.startswith("-") or not ("=" in arg or arg.startswith("~"))]
+    return [*options, *saved, *place, *[arg for arg in new if arg not in options and _key(arg) not in mine]]
 
 
 def _check_not_elsewhere(run_dir: Path, given: list[str], place: list[str]) -> None:

@@ -7,7 +7,6 @@ A row whose key is not in the config (e.g. data.num_samples with data=mnist) is 
 import difflib
 import os
 import re
-import tempfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from .errors import SetupError
+from .paths import unwritable
 
 _ABSENT = object()
 
@@ -331,17 +331,12 @@ def check_output_root(root) -> None:
         return
     if not isinstance(root, str) or not root:
         raise SetupError(f"output_root={shown(root)}: a directory path. Fix: output_root=outputs")
-    path = Path(root).expanduser()
-    existing = next(parent for parent in (path, *path.parents) if parent.exists())
-    if not existing.is_dir():
-        raise SetupError(f"output_root={root}: {existing} is a file, not a directory. Fix: output_root=outputs")
-    try:  # a real try, not os.access: root passes that everywhere, also on read-only file systems
-        tempfile.TemporaryDirectory(dir=existing).cleanup()
-    except OSError as error:
+    reason = unwritable(Path(root), folder=True)
+    if reason:
         raise SetupError(
-            f"output_root={root}: {existing} is not writable ({error.strerror}). Fix: a directory you can "
-            "write, e.g. output_root=$HOME/outputs (on a cluster: its scratch disk)"
-        ) from error
+            f"output_root={root}: {reason}. Fix: a directory you can write, e.g. output_root=$HOME/outputs "
+            "(on a cluster: its scratch disk)"
+        )
 
 
 def check_checkpoint(ckpt_path) -> None:

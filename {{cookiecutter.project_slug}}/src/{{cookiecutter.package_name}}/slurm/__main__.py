@@ -12,8 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..launch.command_line import check_arguments
+from ..launch.errors import SetupError
+from ..launch.paths import unwritable
+from ..launch.run_directory import resume_overrides
 from .profiles import ProfileError, detect_cluster, load
-from .render import LAUNCHERS, Job, render, script_targets, strategy_launcher, write_scripts
+from .render import LAUNCHERS, Job, render, script_targets, strategy_launcher, train_arguments, write_scripts
 
 SETTINGS = ("cluster", "strategy", "launcher", "nodes", "gpus", "test")
 BOOLEANS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
@@ -99,12 +103,23 @@ def main(argv: list[str] | None = None) -> int:
             for path in write_scripts():
                 print(f"wrote {path}")
             return 0
+        sweep = next((arg for arg in args.train_overrides if arg in ("-m", "--multirun")), None)
+        if sweep:
+            raise ProfileError(
+                f"{sweep}: a batch script runs one training. Fix: for a sweep, submit a job per point with "
+                "python train.py -m hydra/launcher=slurm cluster=<name> <key>=<a>,<b>"
+            )
         job = job_from(args.settings, args.train_overrides, shlex.join(["python", "-m", __package__, *argv]))
         output = args.output
         if args.submit and output is None:
             output = Path("logs") / f"sbatch-{job.cluster['name']}-{job.nodes}x{job.gpus}-{job.launcher}.sh"
+        reason = output and unwritable(output, folder=False)
+        if reason:
+            raise ProfileError(f"-o {output} {reason}. Fix: -o a file of yours, e.g. -o job.sh")
+        # What train.py checks on the nodes, now: a wrong override would otherwise wait in the queue to fail.
+        check_arguments(resume_overrides(train_arguments(job)))
         text = render(job).replace("THIS_SCRIPT", str(output) if output else "SCRIPT")
-    except ProfileError as error:  # before any file is written
+    except (ProfileError, SetupError) as error:  # before any file is written
         print(f"ERROR: {error}", file=sys.stderr)
         return 2
     if output is None:

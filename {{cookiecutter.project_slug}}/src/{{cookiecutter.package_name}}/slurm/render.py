@@ -176,12 +176,16 @@ def srun_options(job: Job) -> list[str]:
     return options
 
 
+def train_arguments(job: Job) -> list[str]:
+    """What the script gives train.py: the job's cluster, strategy and size, then the user's overrides."""
+    place = [f"cluster={job.cluster['name']}", f"strategy={job.strategy}"]
+    return [*place, f"cluster.num_nodes={job.nodes}", f"cluster.devices={job.gpus}", *job.train_overrides]
+
+
 def template_values(job: Job) -> dict:
     """What job.sh.j2 is filled with: every profile value checked (Job) and quoted here."""
     slurm, scratch = job.slurm, job.slurm.get("local_scratch") or {}
     per_process = "" if job.processes_per_task == 1 else f" / {job.processes_per_task}"
-    overrides = [f"cluster={job.cluster['name']}", f"strategy={job.strategy}"]
-    overrides += [f"cluster.num_nodes={job.nodes}", f"cluster.devices={job.gpus}", *job.train_overrides]
     return {
         "cluster": job.cluster["name"],
         "strategy": job.strategy,
@@ -200,7 +204,7 @@ def template_values(job: Job) -> dict:
         "mpi": job.needs_mpi and bool(slurm.get("mpi")),
         "srun": " ".join(["srun --kill-on-bad-exit=1", *srun_options(job)]),
         "python": " ".join([*map(shell_word, shlex.split(slurm.get("container") or "")), "python"]),
-        "train_overrides": " ".join(shlex.quote(override) for override in overrides),
+        "train_overrides": " ".join(shlex.quote(override) for override in train_arguments(job)),
     }
 
 
