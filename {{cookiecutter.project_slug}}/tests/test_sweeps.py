@@ -1,6 +1,7 @@
 """Sweeps: `python train.py -m ...` on this machine, and one Slurm job per point through
 Hydra's submitit launcher (configs/hydra/launcher/slurm.yaml)."""
 
+import os
 import re
 import subprocess
 import sys
@@ -84,6 +85,48 @@ def test_a_multi_process_sweep_on_this_machine_is_refused_with_the_reason(tmp_pa
 
 
 SLURM_SWEEP = [*FAST, "hydra/launcher=slurm", "cluster=localslurm", "cluster.num_nodes=2", "strategy=ddp"]
+
+
+def fake_sbatch(directory, says: str, code: int) -> str:
+    """A PATH whose sbatch prints `says` and exits with `code` (as a cluster refusing an account does)."""
+    directory.mkdir()
+    script = directory / "sbatch"
+    script.write_text(f"#!/bin/sh\necho '{says}' >&2\nexit {code}\n")
+    script.chmod(0o755)
+    return f"{directory}:{os.environ['PATH']}"
+
+
+REFUSED = "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified"
+
+
+def test_a_slurm_sweep_that_sbatch_refuses_stops_with_one_line_before_anything(tmp_path):
+    """sbatch --test-only judges each point's job first: before, submitit's traceback at submission."""
+    env = {**project_env(), "PATH": fake_sbatch(tmp_path / "bin", REFUSED, 1)}
+    result = run_sweep(*SLURM_SWEEP, f"output_root={tmp_path / 'outputs'}", "seed=1,2", env=env, timeout=300)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"ERROR: hydra/launcher=slurm: sbatch --test-only refuses the points' jobs ({REFUSED})")
+    assert "Fix: the profile's account and partition" in line
+    assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["hydra/launcher=slurm", "cluster=puhti"], "hydra/launcher=slurm: Hydra's launchers run sweeps (-m); without"),
+        (["-m", "hydra/launcher=slurm", "cluster=local", "seed=1,2"], "launcher=slurm: cluster=local has no Slurm"),
+    ],
+)
+def test_a_slurm_sweep_that_cannot_be_submitted_stops_with_one_line(overrides, message, tmp_path, monkeypatch):
+    from {{ cookiecutter.package_name }}.launch.command_line import check_arguments
+    from {{ cookiecutter.package_name }}.launch.errors import SetupError
+
+    monkeypatch.setenv("PATH", fake_sbatch(tmp_path / "bin", "Job 1 to start", 0))
+    with pytest.raises(SetupError, match=re.escape(message)):
+        check_arguments([*overrides, f"output_root={tmp_path}"])
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no sbatch at all
+    with pytest.raises(SetupError, match=r"submits each point with sbatch, which is not on this machine"):
+        check_arguments(["-m", "hydra/launcher=slurm", "cluster=puhti", "seed=1,2", f"output_root={tmp_path}"])
 
 
 def last_step(checkpoint) -> int:

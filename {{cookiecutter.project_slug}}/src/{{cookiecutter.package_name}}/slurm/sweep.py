@@ -7,8 +7,11 @@ account, partition, CPUs, memory, GPUs, time, modules and environment, and SIGUS
 the time limit, on which callbacks/requeue.py saves a checkpoint and requeues the job.
 """
 
+import subprocess
+
 from omegaconf import DictConfig
 
+from .profiles import ProfileError
 from .render import job_options
 
 # submitit's own parameters for these; it writes its own --output, --job-name and --array.
@@ -23,9 +26,27 @@ def _minutes(time: str) -> int:
     return (int(days or 0) * 24 + hours) * 60 + minutes + (1 if seconds else 0)
 
 
+def _point_job(root: DictConfig) -> dict:
+    return job_options(root.cluster, root.trainer.num_nodes, root.trainer.devices, root.strategy.name, "srun")
+
+
+def check_submittable(root: DictConfig) -> None:
+    """Slurm's own verdict on a point's job (`sbatch --test-only`: its account, partition, time and
+    resources) before the sweep submits anything: a refusal then ended in submitit's traceback."""
+    sbatch = _point_job(root)["sbatch"]
+    options = [f"--{key}" + ("" if value is None else f"={value}") for key, value in sbatch.items()]
+    try:
+        result = subprocess.run(["sbatch", "--test-only", *options, "--wrap=true"], capture_output=True, text=True)
+    except OSError as error:  # no sbatch here
+        raise ProfileError(f"sbatch cannot run here ({error.strerror})") from error
+    said = [line.strip() for line in result.stderr.splitlines() if line.strip()]
+    if result.returncode != 0:
+        raise ProfileError(f"sbatch --test-only refuses the points' jobs ({said[-1] if said else result.returncode})")
+
+
 def launcher_options(root: DictConfig) -> dict:
     """submitit_slurm's parameters for this config (see configs/hydra/launcher/slurm.yaml)."""
-    job = job_options(root.cluster, root.trainer.num_nodes, root.trainer.devices, root.strategy.name, "srun")
+    job = _point_job(root)
     sbatch = job["sbatch"]
     options = {key: sbatch.get(option) for option, key in NAMED.items()}
     extra = {key: True if value is None else value for key, value in sbatch.items() if key not in (*NAMED, *OWN)}
