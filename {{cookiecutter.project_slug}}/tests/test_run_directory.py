@@ -204,6 +204,26 @@ def test_the_optimizer_check_takes_what_torch_restores_and_returns_the_changed_s
         check_checkpoint_fits(Model(partial(torch.optim.AdamW, lr=0.1)), str(path), settings)
 
 
+def test_a_sharded_checkpoint_resumes_only_under_the_kind_of_strategy_that_wrote_it(tmp_path):
+    from {{ cookiecutter.package_name }}.launch.checks import check_checkpoint_format
+
+    zero, shards, other, single = (tmp_path / name for name in ("zero.ckpt", "shards.ckpt", "other", "one.ckpt"))
+    (zero / "checkpoint").mkdir(parents=True)
+    (zero / "latest").write_text("checkpoint")
+    shards.mkdir()
+    (shards / ".metadata").write_bytes(b"")
+    other.mkdir()
+    single.write_bytes(b"")
+    for path, strategy in [(zero, "deepspeed_stage_2"), (shards, "fsdp2"), (single, "ddp"), (None, "ddp")]:
+        check_checkpoint_format(path and str(path), strategy)
+    with pytest.raises(SetupError, match=r"a DeepSpeed checkpoint \(a folder of shards\), which strategy=ddp cannot"):
+        check_checkpoint_format(str(zero), "ddp")
+    with pytest.raises(SetupError, match=r"torch.distributed.checkpoint checkpoint .* strategy=deepspeed_stage_3 can"):
+        check_checkpoint_format(str(shards), "deepspeed_stage_3")
+    with pytest.raises(SetupError, match=r"a folder, but neither a DeepSpeed nor a sharded"):
+        check_checkpoint_format(str(other), "fsdp2")
+
+
 def test_resume_takes_the_config_of_the_start_that_wrote_its_checkpoint(tmp_path):
     """A start after the newest checkpoint (which failed before it saved) changed nothing: its
     overrides are not the run's. The start before the checkpoint wrote it: its are."""

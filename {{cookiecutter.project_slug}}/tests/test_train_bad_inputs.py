@@ -448,14 +448,22 @@ STARTED = [
         ["experiment=smoke", "+trainer.val_check_interval=50"],
         "trainer.val_check_interval=50: more than the 20 training batches each process gets in an epoch",
     ),
+    (  # Lightning's DDP: IsADirectoryError once fit had started
+        ["experiment=smoke", "ckpt_path={zero}"],
+        "ckpt_path={zero}: a DeepSpeed checkpoint (a folder of shards), which strategy=auto cannot resume from",
+    ),
 ]
 STARTED_IDS = ["devices=3-tiny-set", "no-mnist", "val_size", "trainer-refuses", "val_check_interval-beyond-epoch"]
+STARTED_IDS += ["deepspeed-folder-without-deepspeed"]
 
 
 @pytest.mark.parametrize(("overrides", "message"), STARTED, ids=STARTED_IDS)
 def test_train_py_stops_with_one_line_and_leaves_no_run_directory(overrides, message, tmp_path):
     small = write_small_mnist(tmp_path / "small")
-    paths = {"data": tmp_path / "nothing", "small": small}
+    zero = tmp_path / "zero.ckpt"  # the layout of a DeepSpeed checkpoint
+    (zero / "checkpoint").mkdir(parents=True)
+    (zero / "latest").write_text("checkpoint")
+    paths = {"data": tmp_path / "nothing", "small": small, "zero": zero}
     overrides = [override.format(**paths) for override in overrides]
     out = tmp_path / "outputs"
     result = subprocess.run(

@@ -20,7 +20,7 @@ from .hook_costs import (
     skip_empty_batch_hooks,
     store_hook_names_directly,
 )
-from .launch.checks import check_checkpoint_fits, check_environment, check_epoch_length
+from .launch.checks import check_checkpoint_fits, check_checkpoint_format, check_environment, check_epoch_length
 from .launch.errors import SetupError
 from .launch.run_directory import checkpoint_to_resume
 from .launch.warnings import quiet_benign_messages
@@ -93,6 +93,7 @@ def run(cfg: DictConfig) -> pl.Trainer:
     check_environment(cfg)
     quiet_benign_messages()
     ckpt_path = resume_from(cfg)
+    check_checkpoint_format(ckpt_path, cfg.strategy.name)
     pl.seed_everything(cfg.seed, workers=True)
     datamodule = instantiate(cfg.data)
     model = instantiate(cfg.model)

@@ -188,6 +188,39 @@ def _limit_key(trainer, stage: str) -> str:
     return f"trainer.limit_{stage}_batches"
 
 
+# Sharded checkpoints (folders) by who writes them, and the strategies that read them back.
+FOLDER_READERS = {
+    "DeepSpeed": ("deepspeed", "strategy=deepspeed_stage_<N> as it was trained"),
+    "torch.distributed.checkpoint": ("fsdp", "strategy=fsdp2 (or fsdp) as it was trained"),
+}
+
+
+def check_checkpoint_format(ckpt_path: str | None, strategy: str) -> None:
+    """A sharded checkpoint (a folder of shards) resumes only under the kind of strategy that wrote
+    it: another ended in a traceback once fit had started (under DDP: IsADirectoryError)."""
+    if not ckpt_path or not Path(ckpt_path).is_dir():
+        return
+    folder = Path(ckpt_path)
+    if (folder / "latest").is_file() or (folder / "checkpoint").is_dir():
+        kind = "DeepSpeed"
+    elif (folder / ".metadata").is_file():
+        kind = "torch.distributed.checkpoint"
+    else:
+        raise SetupError(
+            f"ckpt_path={ckpt_path}: a folder, but neither a DeepSpeed nor a sharded (torch.distributed.checkpoint) "
+            "checkpoint. Fix: the path of a .ckpt file or folder from a run's checkpoints/"
+        )
+    prefix, fix = FOLDER_READERS[kind]
+    if not strategy.startswith(prefix):
+        if kind == "DeepSpeed":  # its weights as one file, for a new run's model
+            package = __package__.rpartition(".")[0]
+            fix += f"; or make it one file: python -m {package}.convert_zero_checkpoint {ckpt_path}"
+        raise SetupError(
+            f"ckpt_path={ckpt_path}: a {kind} checkpoint (a folder of shards), which strategy={strategy} cannot "
+            f"resume from. Fix: resume with {fix}"
+        )
+
+
 def check_checkpoint_fits(model, ckpt_path: str | None, optimizer_keys: list[str]) -> dict[int, dict]:
     """The checkpoint a run starts from must fit the model and optimizer the config builds. A
     resume with another model (model=..., a model.net.* size) or optimizer class stopped inside
