@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from omegaconf import OmegaConf
 
 from {{ cookiecutter.package_name }}.callbacks.checkpoints import ForwardOnlyCheckpointIO, newest_checkpoint
 from {{ cookiecutter.package_name }}.launch import environment
@@ -214,14 +215,21 @@ def test_a_sharded_checkpoint_resumes_only_under_the_kind_of_strategy_that_wrote
     (shards / ".metadata").write_bytes(b"")
     other.mkdir()
     single.write_bytes(b"")
-    for path, strategy in [(zero, "deepspeed_stage_2"), (shards, "fsdp2"), (single, "ddp"), (None, "ddp")]:
-        check_checkpoint_format(path and str(path), strategy)
+
+    def strategy(name: str, **instance):
+        return OmegaConf.create({"name": name, "instance": {"_target_": "x", **instance}})
+
+    for path, name in [(zero, "deepspeed_stage_2"), (shards, "fsdp2"), (single, "ddp"), (None, "ddp")]:
+        check_checkpoint_format(path and str(path), strategy(name))
+    check_checkpoint_format(str(single), strategy("deepspeed_stage_3", stage=3, load_full_weights=True))
     with pytest.raises(SetupError, match=r"a DeepSpeed checkpoint \(a folder of shards\), which strategy=ddp cannot"):
-        check_checkpoint_format(str(zero), "ddp")
+        check_checkpoint_format(str(zero), strategy("ddp"))
     with pytest.raises(SetupError, match=r"torch.distributed.checkpoint checkpoint .* strategy=deepspeed_stage_3 can"):
-        check_checkpoint_format(str(shards), "deepspeed_stage_3")
+        check_checkpoint_format(str(shards), strategy("deepspeed_stage_3"))
     with pytest.raises(SetupError, match=r"a folder, but neither a DeepSpeed nor a sharded"):
-        check_checkpoint_format(str(other), "fsdp2")
+        check_checkpoint_format(str(other), strategy("fsdp2"))
+    with pytest.raises(SetupError, match=r"one file, and strategy=deepspeed_stage_2 resumes only from DeepSpeed's"):
+        check_checkpoint_format(str(single), strategy("deepspeed_stage_2", stage=2))
 
 
 def test_resume_takes_the_config_of_the_start_that_wrote_its_checkpoint(tmp_path):

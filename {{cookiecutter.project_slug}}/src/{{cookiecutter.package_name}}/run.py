@@ -93,7 +93,7 @@ def run(cfg: DictConfig) -> pl.Trainer:
     check_environment(cfg)
     quiet_benign_messages()
     ckpt_path = resume_from(cfg)
-    check_checkpoint_format(ckpt_path, cfg.strategy.name)
+    check_checkpoint_format(ckpt_path, cfg.strategy)
     pl.seed_everything(cfg.seed, workers=True)
     datamodule = instantiate(cfg.data)
     model = instantiate(cfg.model)

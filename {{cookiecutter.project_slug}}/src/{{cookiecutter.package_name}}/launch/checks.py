@@ -195,9 +195,18 @@ FOLDER_READERS = {
 }
 
 
-def check_checkpoint_format(ckpt_path: str | None, strategy: str) -> None:
+def check_checkpoint_format(ckpt_path: str | None, strategy: DictConfig) -> None:
     """A sharded checkpoint (a folder of shards) resumes only under the kind of strategy that wrote
-    it: another ended in a traceback once fit had started (under DDP: IsADirectoryError)."""
+    it, and DeepSpeed resumes only from its folders: another ended in a traceback once fit had
+    started (under DDP IsADirectoryError, under DeepSpeed "not a valid DeepSpeed checkpoint")."""
+    name = str(strategy.name)
+    if ckpt_path and Path(ckpt_path).is_file() and name.startswith("deepspeed"):
+        instance = strategy.get("instance")
+        if not (isinstance(instance, DictConfig) and instance.get("load_full_weights") and instance.get("stage") == 3):
+            raise SetupError(
+                f"ckpt_path={ckpt_path}: one file, and strategy={name} resumes only from DeepSpeed's checkpoint "
+                "folders. Fix: resume with the strategy that wrote it (e.g. strategy=ddp), or start a new run"
+            )
     if not ckpt_path or not Path(ckpt_path).is_dir():
         return
     folder = Path(ckpt_path)
@@ -211,12 +220,12 @@ def check_checkpoint_format(ckpt_path: str | None, strategy: str) -> None:
             "checkpoint. Fix: the path of a .ckpt file or folder from a run's checkpoints/"
         )
     prefix, fix = FOLDER_READERS[kind]
-    if not strategy.startswith(prefix):
+    if not name.startswith(prefix):
         if kind == "DeepSpeed":  # its weights as one file, for a new run's model
             package = __package__.rpartition(".")[0]
             fix += f"; or make it one file: python -m {package}.convert_zero_checkpoint {ckpt_path}"
         raise SetupError(
-            f"ckpt_path={ckpt_path}: a {kind} checkpoint (a folder of shards), which strategy={strategy} cannot "
+            f"ckpt_path={ckpt_path}: a {kind} checkpoint (a folder of shards), which strategy={name} cannot "
             f"resume from. Fix: resume with {fix}"
         )
 
