@@ -169,7 +169,7 @@ def test_the_optimizer_check_takes_what_torch_restores_and_returns_the_changed_s
 
     from torch import nn
 
-    from {{ cookiecutter.package_name }}.launch.checks import check_checkpoint_fits
+    from {{ cookiecutter.package_name }}.launch.resume_checks import check_checkpoint_fits
 
     class Model(nn.Module):  # what the check uses of a LightningModule
         strict_loading = True
@@ -206,7 +206,7 @@ def test_the_optimizer_check_takes_what_torch_restores_and_returns_the_changed_s
 
 
 def test_a_sharded_checkpoint_resumes_only_under_the_kind_of_strategy_that_wrote_it(tmp_path):
-    from {{ cookiecutter.package_name }}.launch.checks import check_checkpoint_format
+    from {{ cookiecutter.package_name }}.launch.resume_checks import check_checkpoint_format
 
     zero, shards, other, single = (tmp_path / name for name in ("zero.ckpt", "shards.ckpt", "other", "one.ckpt"))
     (zero / "checkpoint").mkdir(parents=True)

@@ -20,8 +20,9 @@ from .hook_costs import (
     skip_empty_batch_hooks,
     store_hook_names_directly,
 )
-from .launch.checks import check_checkpoint_fits, check_checkpoint_format, check_environment, check_epoch_length
+from .launch.checks import check_environment, check_epoch_length
 from .launch.errors import SetupError
+from .launch.resume_checks import check_checkpoint_fits, check_checkpoint_format
 from .launch.run_directory import checkpoint_to_resume
 from .launch.warnings import quiet_benign_messages
 from .speed import compiled, set_matmul_precision, trains_on_gpu

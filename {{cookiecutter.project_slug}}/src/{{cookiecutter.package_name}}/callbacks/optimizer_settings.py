@@ -2,7 +2,7 @@
 
 Lightning restores an optimizer's parameter groups from the checkpoint, its settings with them,
 so `python train.py resume=<run> model.optimizer.lr=1e-4` ran on with the old lr and said
-nothing. run.py finds the settings the config changes (launch/checks.py: check_checkpoint_fits)
+nothing. run.py finds the settings the config changes (launch/resume_checks.py: check_checkpoint_fits)
 and gives them to this callback, which sets them once the state is restored; the optimizer's
 state (Adam's moments, its step count) stays the checkpoint's.
 """

@@ -1,0 +1,151 @@
+"""Whether the checkpoint a run starts from (a resume, ckpt_path=...) can be resumed by this
+config, checked before fit: its format against the strategy, its weights against the model, its
+optimizer state against the optimizer; and which optimizer settings the config changes, which
+Lightning alone would restore from the checkpoint (callbacks/optimizer_settings.py)."""
+
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from .errors import SetupError
+
+# Sharded checkpoints (folders) by who writes them, and the strategies that read them back.
+FOLDER_READERS = {
+    "DeepSpeed": ("deepspeed", "strategy=deepspeed_stage_<N> as it was trained"),
+    "torch.distributed.checkpoint": ("fsdp", "strategy=fsdp2 (or fsdp) as it was trained"),
+}
+
+
+def check_checkpoint_format(ckpt_path: str | None, strategy: DictConfig) -> None:
+    """A sharded checkpoint (a folder of shards) resumes only under the kind of strategy that wrote
+    it, and DeepSpeed resumes only from its folders: another ended in a traceback once fit had
+    started (under DDP IsADirectoryError, under DeepSpeed "not a valid DeepSpeed checkpoint")."""
+    name = str(strategy.name)
+    if ckpt_path and Path(ckpt_path).is_file() and name.startswith("deepspeed"):
+        instance = strategy.get("instance")
+        if not (isinstance(instance, DictConfig) and instance.get("load_full_weights") and instance.get("stage") == 3):
+            raise SetupError(
+                f"ckpt_path={ckpt_path}: one file, and strategy={name} resumes only from DeepSpeed's checkpoint "
+                "folders. Fix: resume with the strategy that wrote it (e.g. strategy=ddp), or start a new run"
+            )
+    if not ckpt_path or not Path(ckpt_path).is_dir():
+        return
+    folder = Path(ckpt_path)
+    if (folder / "latest").is_file() or (folder / "checkpoint").is_dir():
+        kind = "DeepSpeed"
+    elif (folder / ".metadata").is_file():
+        kind = "torch.distributed.checkpoint"
+    else:
+        raise SetupError(
+            f"ckpt_path={ckpt_path}: a folder, but neither a DeepSpeed nor a sharded (torch.distributed.checkpoint) "
+            "checkpoint. Fix: the path of a .ckpt file or folder from a run's checkpoints/"
+        )
+    prefix, fix = FOLDER_READERS[kind]
+    if not name.startswith(prefix):
+        if kind == "DeepSpeed":  # its weights as one file, for a new run's model
+            package = __package__.rpartition(".")[0]
+            fix += f"; or make it one file: python -m {package}.convert_zero_checkpoint {ckpt_path}"
+        raise SetupError(
+            f"ckpt_path={ckpt_path}: a {kind} checkpoint (a folder of shards), which strategy={name} cannot "
+            f"resume from. Fix: resume with {fix}"
+        )
+
+
+def check_checkpoint_fits(model, ckpt_path: str | None, optimizer_keys: list[str]) -> dict[int, dict]:
+    """The checkpoint a run starts from must fit the model and optimizer the config builds. A
+    resume with another model (model=..., a model.net.* size) or optimizer class stopped inside
+    Lightning's restore with a traceback (and the next resume took the refused start's overrides).
+
+    Returns the optimizer settings among `optimizer_keys` (model.optimizer's) whose configured value
+    differs from the checkpoint's, by optimizer, as {setting: (saved, configured)}: Lightning restores
+    the saved ones, so a resume with model.optimizer.lr=... ran on the old lr, silently
+    (callbacks/optimizer_settings.py)."""
+    if not ckpt_path or not Path(ckpt_path).is_file():
+        return {}  # a new run, or a sharded checkpoint (a folder) that its strategy reads
+    import torch
+
+    try:  # mmap: shapes only, the tensors are not read
+        checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
+        saved = checkpoint["state_dict"]
+    except Exception:  # not loadable this way: Lightning's own load says why
+        return {}
+    here = model.state_dict()
+    differ = [
+        f"{key}: {list(saved[key].shape)} there, {list(value.shape)} here"
+        for key, value in here.items()
+        if key in saved and saved[key].shape != value.shape
+    ]
+    if model.strict_loading:
+        differ += [f"{key}: not there" for key in here if key not in saved]
+        differ += [f"{key}: not here" for key in saved if key not in here]
+    if differ:
+        raise SetupError(
+            f"ckpt_path={ckpt_path}: its weights do not fit the model this config builds ({len(differ)} differ; "
+            f"{'; '.join(differ[:2])}){_model_settings()}. Fix: resume with the model settings the run trained with "
+            "(leave out those that change it), or start a new run without resume= / ckpt_path"
+        )
+    return _optimizer_changes(model, checkpoint.get("optimizer_states") or [], optimizer_keys, ckpt_path)
+
+
+def _optimizer_changes(model, states: list, keys: list[str], ckpt_path: str) -> dict[int, dict]:
+    """SetupError where an optimizer the model builds cannot step with its saved state (another
+    class: a KeyError at the first step); else the settings the config changes, by optimizer."""
+    import torch
+
+    changes = {}
+    for index, (optimizer, state) in enumerate(zip(_optimizers(model), states, strict=False)):
+        groups = state.get("param_groups") if isinstance(state, dict) else None
+        if not isinstance(optimizer, torch.optim.Optimizer) or not groups:
+            continue
+        configured = {key: optimizer.param_groups[0][key] for key in keys if key in optimizer.param_groups[0]}
+        optimizer.__setstate__({"state": {}, "param_groups": [dict(group) for group in groups]})  # torch's defaults
+        lacking = sorted({key for group in optimizer.param_groups for key in optimizer.defaults if key not in group})
+        if lacking:
+            name = f"{type(optimizer).__module__}.{type(optimizer).__name__}"
+            raise SetupError(
+                f"ckpt_path={ckpt_path}: its optimizer state does not fit the optimizer this config builds ({name} "
+                f"needs {', '.join(lacking)}){_model_settings()}. Fix: resume with the optimizer the run trained "
+                "with (leave out the model.optimizer settings that change it), or start a new run without resume= "
+                "/ ckpt_path"
+            )
+        changes[index] = _changed_settings(configured, groups[0], ckpt_path)
+    return {index: changed for index, changed in changes.items() if changed}
+
+
+def _changed_settings(configured: dict, saved: dict, ckpt_path: str) -> dict:
+    """The configured settings that differ from the saved ones, with both. Under a learning-rate
+    schedule the saved lr is the schedule's; its start (initial_lr) is what the config set."""
+    changed = {key: (saved.get(key), value) for key, value in configured.items() if saved.get(key) != value}
+    changed.pop("lr", None)
+    if "lr" in configured and configured["lr"] != saved.get("initial_lr", saved.get("lr")):
+        if "initial_lr" in saved:
+            raise SetupError(
+                f"model.optimizer.lr={configured['lr']}: the checkpoint {ckpt_path} follows a learning-rate schedule "
+                f"that started at {saved['initial_lr']}, and its scheduler's state would not follow a new start. "
+                "Fix: leave model.optimizer.lr out of the resume, or start a new run"
+            )
+        changed["lr"] = (saved.get("lr"), configured["lr"])
+    return changed
+
+
+def _optimizers(model) -> list:
+    """The optimizers the model's configure_optimizers builds, in order; [] where it needs the
+    Trainer (Lightning then restores them as it does)."""
+    try:
+        configured = model.configure_optimizers()
+    except Exception:
+        return []
+    if isinstance(configured, list | tuple) and len(configured) == 2 and isinstance(configured[0], list | tuple):
+        configured = configured[0]  # ([optimizers], [schedulers])
+    items = configured if isinstance(configured, list | tuple) else [configured]
+    return [item.get("optimizer") if isinstance(item, dict) else item for item in items]
+
+
+def _model_settings() -> str:
+    """The command line's overrides that shape the model (the run's own and this start's), as a hint."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return ""
+    shaping = [o for o in HydraConfig.get().overrides.task if o.lstrip("+~").split("=")[0].split(".")[0] == "model"]
+    return f"; this start's model settings: {' '.join(shaping)}" if shaping else ""
