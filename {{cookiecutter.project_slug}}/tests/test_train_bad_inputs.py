@@ -14,6 +14,7 @@ import zipfile
 import pytest
 import torch
 
+from {{ cookiecutter.package_name }}.data.mnist import MNISTDataModule
 from {{ cookiecutter.package_name }}.data.synthetic import SyntheticDataModule
 from {{ cookiecutter.package_name }}.launch import checks
 from {{ cookiecutter.package_name }}.launch.command_line import check_command_line
@@ -39,7 +40,7 @@ BAD_VALUES = [
     (["data=synthetic", "data.image_shape=[3,5,32]"], "data.image_shape=[3,5,32]: [channels, height, width]"),
     (["data=synthetic", "model.num_classes=5"], "model.num_classes=5: fewer than the data's 10 classes"),
     (["data=synthetic", "data.num_classes=20", "model.num_classes=9"], "model.num_classes=9: fewer than the data's 20"),
-    (["model.num_classes=5"], "fewer than the data's 10 classes ({{ cookiecutter.package_name }}.data.mnist.MNISTDataModule.num_classes)"),
+    (["model.num_classes=5"], f"fewer than the data's 10 classes ({MNISTDataModule.__module__}.MNISTDataModule.num"),
     (["data=synthetic", "data.image_shape=[784]"], "data.image_shape=[784]: [channels, height, width]: integers"),
     (["data.download=maybe"], "data.download=maybe: true or false"),
     (["data.in_memory=1"], "data.in_memory=1: true or false"),
@@ -357,8 +358,6 @@ def test_epoch_settings_beyond_an_epochs_batches_stop_before_fit():
 
 
 def test_the_batches_the_check_counts_are_the_loaders(tmp_path):
-    from {{ cookiecutter.package_name }}.data.mnist import MNISTDataModule
-
     data = SyntheticDataModule(num_samples=1000, batch_size=64)  # 15 full training batches; 125 to validate
     mnist = MNISTDataModule(root=str(write_small_mnist(tmp_path)), download=False, batch_size=16, val_size=40)
     for module in (data, mnist):
@@ -384,8 +383,6 @@ def test_deepspeed_not_installed_says_how_to_install_it_also_without_a_gpu(monke
 
 def test_mnist_without_internet_names_the_download_module(monkeypatch, tmp_path):
     import importlib.util
-
-    from {{ cookiecutter.package_name }}.data.mnist import MNISTDataModule
 
     for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
         monkeypatch.setenv(name, "http://127.0.0.1:9")  # nothing listens there: as if offline
