@@ -4,7 +4,6 @@ import os
 from pathlib import Path
 
 import pytorch_lightning as pl
-from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig
@@ -23,7 +22,7 @@ from .hook_costs import (
 from .launch.checks import check_environment, check_epoch_length
 from .launch.errors import SetupError
 from .launch.resume_checks import check_checkpoint_fits, check_checkpoint_format
-from .launch.run_directory import checkpoint_to_resume
+from .launch.run_directory import checkpoint_to_resume, this_start_subdir
 from .launch.warnings import quiet_benign_messages
 from .speed import compiled, set_matmul_precision, trains_on_gpu
 
@@ -86,8 +85,7 @@ def optimizer_settings(cfg: DictConfig) -> list[str]:
 
 def resume_from(cfg: DictConfig) -> str | None:
     """The checkpoint to start from; refuses a start that would overwrite a run's checkpoints."""
-    subdir = HydraConfig.get().output_subdir if HydraConfig.initialized() else None
-    return checkpoint_to_resume(cfg.ckpt_path, Path(cfg.output_dir), subdir)
+    return checkpoint_to_resume(cfg.ckpt_path, Path(cfg.output_dir), this_start_subdir())
 
 
 def run(cfg: DictConfig) -> pl.Trainer:

@@ -10,7 +10,6 @@ import difflib
 import os
 import re
 import shlex
-import shutil
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -88,49 +87,13 @@ def check_overrides(overrides: list[str], multirun: bool = False) -> None:
     """Raise SetupError (one line) if a job these overrides make has a wrong choice, key or value."""
     register_resolvers()  # the configs' ${default_run_id:} etc. (train.py registers them anyway)
     on_slurm = "hydra/launcher=slurm" in overrides
-    if on_slurm:
+    if on_slurm:  # where sbatch is, with -m
+        from ..slurm.sweep import check_slurm_jobs, check_slurm_sweep
+
         check_slurm_sweep(multirun)
-    slurm_jobs = {}
-    for job in _jobs(overrides, multirun):
-        cfg = _checked(job)
-        if on_slurm:  # each point's job, as Slurm will judge it (else a traceback at submission)
-            slurm_jobs.setdefault(str([cfg.cluster, cfg.trainer.num_nodes, cfg.trainer.devices, cfg.strategy]), cfg)
-    for cfg in slurm_jobs.values():
-        check_slurm_job(cfg)
-
-
-def check_slurm_job(cfg) -> None:
-    """A sweep point's Slurm job: from its cluster profile, and as sbatch judges it."""
-    from ..slurm.profiles import ProfileError
-    from ..slurm.sweep import check_submittable, launcher_options
-
-    try:
-        launcher_options(cfg)
-    except ProfileError as error:  # says what to use instead
-        raise SetupError(f"hydra/launcher=slurm: {error}") from error
-    try:
-        check_submittable(cfg)
-    except ProfileError as error:
-        raise SetupError(
-            f"hydra/launcher=slurm: {error}. Fix: the profile's account and partition (cluster.slurm.account=..., "
-            f"cluster.slurm.partition=...; `python -m {__package__.rpartition('.')[0]}.slurm cluster=<name>` shows a "
-            "job's #SBATCH lines); submit from the cluster's login node"
-        ) from error
-
-
-def check_slurm_sweep(multirun: bool) -> None:
-    """hydra/launcher=slurm submits a sweep's points with sbatch: with -m, where sbatch is."""
-    if not multirun:
-        raise SetupError(
-            "hydra/launcher=slurm: Hydra's launchers run sweeps (-m); without -m train.py would train here. "
-            "Fix: python train.py -m hydra/launcher=slurm ..., or one job: python -m "
-            f"{__package__.rpartition('.')[0]}.slurm --submit cluster=<name> -- <overrides>"
-        )
-    if shutil.which("sbatch") is None:
-        raise SetupError(
-            "hydra/launcher=slurm submits each point with sbatch, which is not on this machine. Fix: start the "
-            "sweep on the cluster's login node, or leave out hydra/launcher=slurm to run the points here one by one"
-        )
+    points = [_checked(job) for job in _jobs(overrides, multirun)]
+    if on_slurm:  # each point's job, as Slurm will judge it (else a traceback at submission)
+        check_slurm_jobs(points)
 
 
 def checked_config(overrides: list[str]):

@@ -8,6 +8,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from .errors import SetupError
+from .run_directory import _key
 
 # Sharded checkpoints (folders) by who writes them, and the strategies that read them back.
 FOLDER_READERS = {
@@ -147,5 +148,5 @@ def _model_settings() -> str:
 
     if not HydraConfig.initialized():
         return ""
-    shaping = [o for o in HydraConfig.get().overrides.task if o.lstrip("+~").split("=")[0].split(".")[0] == "model"]
+    shaping = [override for override in HydraConfig.get().overrides.task if _key(override).split(".")[0] == "model"]
     return f"; this start's model settings: {' '.join(shaping)}" if shaping else ""

@@ -110,11 +110,16 @@ def _runs_with_checkpoints(output_root: Path) -> str:
     return ", ".join(runs[-10:]) if runs else "none"
 
 
-def discard_refused_start(run_dir: str | os.PathLike) -> None:
-    """For a start refused once the run directory exists (train.py, on a SetupError)."""
+def this_start_subdir() -> str | None:
+    """Where Hydra records this start's config (hydra.output_subdir); None outside Hydra."""
     from hydra.core.hydra_config import HydraConfig
 
-    _discard_this_start(Path(run_dir), HydraConfig.get().output_subdir if HydraConfig.initialized() else None)
+    return HydraConfig.get().output_subdir if HydraConfig.initialized() else None
+
+
+def discard_refused_start(run_dir: str | os.PathLike) -> None:
+    """For a start refused once the run directory exists (train.py, on a SetupError)."""
+    _discard_this_start(Path(run_dir), this_start_subdir())
 
 
 def _discard_this_start(run_dir: Path, subdir: str | None) -> None:

@@ -7,10 +7,12 @@ account, partition, CPUs, memory, GPUs, time, modules and environment, and SIGUS
 the time limit, on which callbacks/requeue.py saves a checkpoint and requeues the job.
 """
 
+import shutil
 import subprocess
 
 from omegaconf import DictConfig
 
+from ..launch.errors import SetupError
 from .profiles import ProfileError
 from .render import job_options
 
@@ -30,18 +32,43 @@ def _point_job(root: DictConfig) -> dict:
     return job_options(root.cluster, root.trainer.num_nodes, root.trainer.devices, root.strategy.name, "srun")
 
 
-def check_submittable(root: DictConfig) -> None:
-    """Slurm's own verdict on a point's job (`sbatch --test-only`: its account, partition, time and
-    resources) before the sweep submits anything: a refusal then ended in submitit's traceback."""
-    sbatch = _point_job(root)["sbatch"]
-    options = [f"--{key}" + ("" if value is None else f"={value}") for key, value in sbatch.items()]
-    try:
+def check_slurm_sweep(multirun: bool) -> None:
+    """hydra/launcher=slurm submits a sweep's points with sbatch: with -m, where sbatch is."""
+    if not multirun:
+        raise SetupError(
+            "hydra/launcher=slurm: Hydra's launchers run sweeps (-m); without -m train.py would train here. "
+            f"Fix: python train.py -m hydra/launcher=slurm ..., or one job: python -m {__package__} --submit "
+            "cluster=<name> -- <overrides>"
+        )
+    if shutil.which("sbatch") is None:
+        raise SetupError(
+            "hydra/launcher=slurm submits each point with sbatch, which is not on this machine. Fix: start the "
+            "sweep on the cluster's login node, or leave out hydra/launcher=slurm to run the points here one by one"
+        )
+
+
+def check_slurm_jobs(points: list[DictConfig]) -> None:
+    """Each distinct job of a sweep's points, from its cluster profile and as Slurm judges it
+    (`sbatch --test-only`: its account, partition, time and resources), before anything is
+    submitted: a refusal then ended in submitit's traceback."""
+    jobs = {}
+    for root in points:
+        try:
+            sbatch = _point_job(root)["sbatch"]
+        except ProfileError as error:  # says what to use instead
+            raise SetupError(f"hydra/launcher=slurm: {error}") from error
+        jobs[str(sbatch)] = sbatch
+    for sbatch in jobs.values():
+        options = [f"--{key}" + ("" if value is None else f"={value}") for key, value in sbatch.items()]
         result = subprocess.run(["sbatch", "--test-only", *options, "--wrap=true"], capture_output=True, text=True)
-    except OSError as error:  # no sbatch here
-        raise ProfileError(f"sbatch cannot run here ({error.strerror})") from error
-    said = [line.strip() for line in result.stderr.splitlines() if line.strip()]
-    if result.returncode != 0:
-        raise ProfileError(f"sbatch --test-only refuses the points' jobs ({said[-1] if said else result.returncode})")
+        said = [line.strip() for line in result.stderr.splitlines() if line.strip()]
+        if result.returncode != 0:
+            raise SetupError(
+                f"hydra/launcher=slurm: sbatch --test-only refuses the points' jobs "
+                f"({said[-1] if said else result.returncode}). Fix: the profile's account and partition "
+                f"(cluster.slurm.account=..., cluster.slurm.partition=...; `python -m {__package__} cluster=<name>` "
+                "shows a job's #SBATCH lines); submit from the cluster's login node"
+            )
 
 
 def launcher_options(root: DictConfig) -> dict:
