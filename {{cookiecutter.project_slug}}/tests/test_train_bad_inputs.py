@@ -125,6 +125,10 @@ BAD_VALUES = [
     (["strategy=null"], "strategy=null: strategy is a config group and takes one of its choices: auto, ddp"),
     (["trainer.max_epohcs=3"], "trainer.max_epohcs=3: no such key in the config. Fix: did you mean trainer.max_epochs"),
     (["foo=1"], "foo=1: no such key in the config. Fix:"),
+    # A key of another choice: judged against the config the choices make, not the default one
+    (["data=synthetic", "data.val_size=3"], "data.val_size=3: data=synthetic has no key val_size (data=mnist has)"),
+    (["experiment=smoke", "data.root=/x"], "Fix: data=mnist, or a key of data=synthetic (`python train.py experiment"),
+    (["data=synthetic", "data.batch_sise=3"], "did you mean data.batch_size? `python train.py data=synthetic --cfg"),
     (["--foo"], "--foo: not an option of train.py. Fix: `python train.py --help` lists them"),
     (["seed=1", "-m", "data.batch_size=16,32"], "data.batch_size=16,32: an override after an option (-m), which"),
     (["seed=1", "--cfg", "job", "seed=2"], "Fix: the options first, then all overrides: python train.py --cfg job"),

@@ -220,26 +220,60 @@ def _bad_key(error, overrides: list[str]) -> str:
     if "already at" in message or "Multiple values for" in message:
         return f"{given}: {key} is already in the config. Fix: {given.lstrip('+')} (without +)"
     if "does not exist" in message or "Could not override" in message:
-        close = difflib.get_close_matches(key, _all_keys(), n=1)
-        hint = f"did you mean {close[0]}? " if close else ""
-        listing = "`python train.py --cfg job` lists the keys"
-        return f"{given}: no such key in the config. Fix: {hint}{listing}; +{key}=... adds one"
+        return _no_such_key(key, given, overrides)
     return f"{given}: {message}"
 
 
-def _all_keys() -> list[str]:
-    """Every dotted key of the default config, for 'did you mean'."""
+def _no_such_key(key: str, given: str, overrides: list[str]) -> str:
+    """Judged against the config that the user's choices make: `data.val_size=...` with data=synthetic
+    (also chosen through experiment=smoke) names data=mnist, which has it, not the key itself."""
+    chosen = [override for override in overrides if _chooses_group(override)]
+    keys, picked = _config_keys(chosen)
+    command = f"python train.py {' '.join([*chosen, '--cfg job'])}"
+    group, _, rest = key.partition(".")
+    having = [name for name in choices(group) if name != picked.get(group) and rest in _group_keys(group, name)]
+    if rest and picked.get(group) and having:
+        return (
+            f"{given}: {group}={picked[group]} has no key {rest} ({group}={having[0]} has). "
+            f"Fix: {group}={having[0]}, or a key of {group}={picked[group]} (`{command}` lists them)"
+        )
+    close = difflib.get_close_matches(key, [other for other in keys if other != key], n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return f"{given}: no such key in the config. Fix: {hint}`{command}` lists the keys; +{key}=... adds one"
+
+
+def _chooses_group(override: str) -> bool:
+    name = override.lstrip("+").split("=", 1)[0]
+    return "=" in override and not override.startswith("~") and (CONFIGS / name).is_dir()
+
+
+def _config_keys(chosen: list[str]) -> tuple[list[str], dict]:
+    """Every dotted key of the config with these group choices (else the default's), and the
+    choice of each group."""
     from hydra import compose, initialize_config_dir
-    from omegaconf import DictConfig
 
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3", job_name="train"):
-        cfg = compose("train")
+        try:
+            cfg = compose("train", overrides=chosen, return_hydra_config=True)
+        except Exception:  # a choice that is itself wrong: the default config's keys still help
+            cfg = compose("train", return_hydra_config=True)
+    keys = [key for key in _keys(cfg, "") if key.split(".", 1)[0] != "hydra"]
+    return keys, dict(cfg.hydra.runtime.choices)
 
-    def walk(node: DictConfig, prefix: str):
-        for name in node.keys():
-            child = node._get_node(name)
-            yield f"{prefix}{name}"
-            if isinstance(child, DictConfig):
-                yield from walk(child, f"{prefix}{name}.")
 
-    return list(walk(cfg, ""))
+def _group_keys(group: str, name: str) -> list[str]:
+    """The dotted keys that one choice file of a group sets (not its defaults' keys)."""
+    from omegaconf import DictConfig, OmegaConf
+
+    node = OmegaConf.load(CONFIGS / group / f"{name}.yaml")
+    return list(_keys(node, "")) if isinstance(node, DictConfig) else []
+
+
+def _keys(node, prefix: str):
+    from omegaconf import DictConfig
+
+    for name in node.keys():
+        child = node._get_node(name)  # unresolved: interpolations stay as they are
+        yield f"{prefix}{name}"
+        if isinstance(child, DictConfig):
+            yield from _keys(child, f"{prefix}{name}.")
