@@ -20,6 +20,14 @@ def test_the_summary_reads_what_the_commands_write(default_project, tmp_path):
     bench, overhead = ["-m", f"{package}.benchmark"], ["-m", f"{package}.benchmark.overhead", "--batch-size=16"]
     commands = {  # named as the script names their output
         "b1024-bf16": [*bench, *short, f"--json={tmp_path}/b1024-bf16.json", *data],
+        "b128-compiled-step": [
+            *bench,
+            *short,
+            "--compile=default",
+            "--ways=plain,plain-step,lightning",
+            f"--json={tmp_path}/b128-compiled-step.json",
+            *data,
+        ],
         "overhead": [*overhead, *short, f"--json={tmp_path}/overhead.json", CPU],
         "epoch-end": ["-m", f"{package}.benchmark.epoch_end", "--epochs=3", "--batches=2", *data],
         "train-compiled": ["train.py", "data=synthetic", *data, "trainer.max_epochs=1", f"output_root={tmp_path}/runs"],
@@ -36,6 +44,7 @@ def test_the_summary_reads_what_the_commands_write(default_project, tmp_path):
     headings = [line.split(":")[0] for line in lines if not line.startswith(" ")]
     assert headings == [
         "batch 1024 bf16",
+        "batch 128, the plain loop's whole step compiled",
         "project over bare Lightning",
         "between epochs, batch 1024 bf16",
         "train-compiled",
@@ -43,8 +52,10 @@ def test_the_summary_reads_what_the_commands_write(default_project, tmp_path):
         "profile-overhead",
         "profile-overhead",
     ], lines
-    assert "ratio" in lines[0] and "us/step" in lines[1] and " ms" in lines[2] and "s an epoch" in lines[3]
-    assert lines[4].startswith("profile-overhead: bare - plain: ") and re.match(r"  -?\d+\.\d +-?\d+\.\d  \S", lines[5])
+    assert "ratio" in lines[0] and "us/step" in lines[2] and " ms" in lines[3] and "s an epoch" in lines[4]
+    step = r"samples/s, \d\.\d{3} of the plain loop compiling its model \([\d,]+\); Lightning [\d,]+: \d\.\d{3} of it"
+    assert re.search(step, lines[1]), lines[1]
+    assert lines[5].startswith("profile-overhead: bare - plain: ") and re.match(r"  -?\d+\.\d +-?\d+\.\d  \S", lines[6])
     assert any(line.startswith("profile-overhead: project - bare: ") for line in lines)
     assert (tmp_path / "summary.txt").read_text().splitlines() == lines
 

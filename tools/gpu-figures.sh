@@ -11,14 +11,15 @@
 # Targets: b128-eager b128-compiled b1024-bf16 b1024-bf16-compiled overhead epoch-end
 # train-compiled (all seven by default), and by name only profile-b128-compiled and
 # profile-overhead: where the host's time per step goes, function by function, Lightning
-# against plain (the benchmarks' --profile). Strategies: ddp deepspeed_stage_1 ...
+# against plain (the benchmarks' --profile), and b128-compiled-step: what compiling the plain
+# loop's whole step buys over compiling its model (the benchmark's --ways plain-step). Strategies: ddp deepspeed_stage_1 ...
 # (strategies()). Measured on an H100 (2026-11-25): all seven targets 400 s in two calls;
 # `tests` more than 480 s; `horovod`'s build 2 - 4 minutes on 16 cores. A session's device
 # time is now 15 minutes, the machine's start included: one full call and a short one. In
 # the order of what issue 10 still lacks, with GPU_FIGURES_LIMIT shares of one call's 600 s:
 #   GPU_FIGURES_LIMIT=140 bash tools/gpu-figures.sh tests -m cuda tests;
 #   GPU_FIGURES_LIMIT=420 bash tools/gpu-figures.sh targets profile-b128-compiled profile-overhead \
-#     b128-compiled train-compiled
+#     b128-compiled train-compiled b128-compiled-step
 # then `tests` (the whole suite, a call of its own), `horovod` and `strategies` in later
 # leases. Each command's time is printed: plan the next call by it. The logs add up in $LOGS
 # only within one machine's lease.
@@ -108,7 +109,11 @@ target() {
     epoch-end) run "$1" "$PYTHON" -m "$PACKAGE.benchmark.epoch_end" "${b1024[@]}" ;;
     train-compiled) run "$1" "$PYTHON" train.py data=synthetic data.num_samples=60000 speed.compile=reduce-overhead \
       trainer.max_epochs=3 "output_root=$RUNS" ;;
-    # Not targets: where the host's time per step goes, function by function (benchmark/profile.py).
+    # Not targets. What compiling the plain loop's whole step (forward, loss, backward, optimizer) buys
+    # over compiling its model, as Lightning's path does:
+    b128-compiled-step) run "$1" "$PYTHON" "${bench[@]}" --compile reduce-overhead --ways plain,plain-step,lightning \
+      --warmup 20 --steps 300 --repeats 3 --json "$LOGS/$1.json" ;;
+    # Where the host's time per step goes, function by function (benchmark/profile.py).
     profile-b128-compiled) run "$1" "$PYTHON" "${bench[@]}" --compile reduce-overhead --warmup 20 --steps 300 \
       --repeats 1 --profile "$LOGS/$1" ;;
     profile-overhead) run "$1" "$PYTHON" -m "$PACKAGE.benchmark.overhead" --warmup 30 --steps 300 --repeats 1 \
@@ -193,6 +198,15 @@ for name, what, target in (
     if got:
         met = "" if target is None else ("met" if got[2] >= target else "not met")
         rows.append(f"{what}: plain {got[0]:,.0f}, Lightning {got[1]:,.0f} samples/s, ratio {got[2]:.3f} {met}")
+path = out / "b128-compiled-step.json"
+if path.exists():
+    figures = json.loads(path.read_text())
+    ways, ratios = {name: way["median"] for name, way in figures["ways"].items()}, figures["ratio_medians"]
+    rows.append(
+        f"batch 128, the plain loop's whole step compiled: {ways['plain-step']:,.0f} samples/s, "
+        f"{ratios['plain-step/plain']:.3f} of the plain loop compiling its model ({ways['plain']:,.0f}); "
+        f"Lightning {ways['lightning']:,.0f}: {ratios['lightning/plain-step']:.3f} of it"
+    )
 got = bench("b1024-bf16-compiled")
 if got:
     met = "met" if got[1] >= 250_000 else "not met"

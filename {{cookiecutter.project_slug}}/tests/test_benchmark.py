@@ -66,6 +66,37 @@ def test_benchmark_warns_of_nothing_it_switched_off(tmp_path):
     assert "could not find the monitored key" not in run_module("benchmark", *args, cwd=tmp_path).stderr
 
 
+def test_benchmark_compiles_the_plain_loops_whole_step(tmp_path):
+    """--ways plain-step: the plain loop with its whole step compiled (forward, loss, backward,
+    optimizer), against the plain loop that compiles its model and against Lightning's path."""
+    args = ["--compile=default", "--ways=plain,plain-step,lightning", *SHORT, CPU, f"--json={tmp_path / 'f.json'}"]
+    stdout = run_module("benchmark", *args, cwd=tmp_path).stdout
+    figures = json.loads((tmp_path / "f.json").read_text())
+    check_report(stdout, figures, processes=1)
+    assert re.search(rf"^plain-step +{NUMBER} ", stdout, re.M), stdout
+    for pair in ("lightning/plain", "lightning/plain-step", "plain-step/plain"):
+        assert re.search(rf"^ratio {pair}: {NUMBER}+ \(median of 2 paired repeats", stdout, re.M), stdout
+        assert figures["ratio_medians"][pair] > 0
+    assert figures["settings"]["compile"] == "default"
+
+
+@pytest.mark.parametrize(
+    ("ways", "message"),
+    [
+        (["--ways=plain,plian"], "--ways plain,plian: each of plain, plain-step, lightning at most once"),
+        (["--ways=plain,plain"], "--ways plain,plain: each of plain, plain-step, lightning at most once"),
+        (["--ways=plain-step,lightning"], "--ways plain-step compiles the plain loop's whole step: give --compile"),
+    ],
+)
+def test_benchmark_refuses_ways_it_cannot_run(ways, message, capsys):
+    from mnist_ddp.benchmark.__main__ import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(ways)  # before anything runs
+    assert stopped.value.code == 2
+    assert message in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_benchmark_with_two_processes(tmp_path):
     args = ["--processes=2", *SHORT, CPU, f"--json={tmp_path / 'figures.json'}"]

@@ -9,6 +9,7 @@ peak memory, and the data pipeline's own throughput.
     python -m {{ cookiecutter.package_name }}.benchmark data=mnist trainer.precision=bf16-mixed
     torchrun --standalone --nproc_per_node=4 -m {{ cookiecutter.package_name }}.benchmark   # what --processes 4 runs
     python -m {{ cookiecutter.package_name }}.benchmark --compile reduce-overhead --repeats 1 --profile profile/
+    python -m {{ cookiecutter.package_name }}.benchmark --compile reduce-overhead --ways plain,plain-step,lightning
 """
 
 import argparse
@@ -26,6 +27,8 @@ from ..launch.errors import SetupError
 from .profile import check_output_paths
 from .report import Figures, print_report
 
+WAYS = ("plain", "plain-step", "lightning")
+
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
@@ -35,7 +38,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=100, help="timed steps per repeat (default 100)")
     parser.add_argument("--warmup", type=int, default=10, help="untimed steps before them (default 10)")
     parser.add_argument("--repeats", type=int, default=5, help="repeats of each way, interleaved (default 5)")
-    parser.add_argument("--ways", default="plain,lightning", help="which to run (default plain,lightning)")
+    parser.add_argument(
+        "--ways",
+        default="plain,lightning",
+        help="which to run (default plain,lightning); plain-step: the plain loop with its whole step compiled",
+    )
     parser.add_argument(
         "--compile",
         metavar="MODE",
@@ -58,9 +65,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.warmup < 1 or args.steps < 1 or args.repeats < 1 or args.processes < 1:
         parser.error("--warmup, --steps, --repeats and --processes must be at least 1")
-    unknown = set(args.ways.split(",")) - {"plain", "lightning"}
-    if unknown:
-        parser.error(f"--ways: unknown {sorted(unknown)}; choose from plain, lightning")
+    ways = args.ways.split(",")
+    unknown = set(ways) - set(WAYS)
+    if unknown or len(set(ways)) < len(ways):
+        parser.error(f"--ways {args.ways}: each of {', '.join(WAYS)} at most once, e.g. --ways plain,lightning")
+    if "plain-step" in ways and not args.compile:
+        parser.error("--ways plain-step compiles the plain loop's whole step: give --compile MODE")
     return args
 
 
@@ -133,7 +143,7 @@ def benchmark(args: argparse.Namespace) -> int:
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     cfg = compose_config(args, world_size, local_world_size, tempfile.gettempdir())
     check_environment(cfg)  # what train.py refuses (a GPU-only strategy on a CPU, ...), before either way runs
-    if "plain" in args.ways.split(","):
+    if {"plain", "plain-step"} & set(args.ways.split(",")):
         check_precision(cfg.trainer.precision)
     output_dir = tempfile.mkdtemp(prefix="benchmark-")
     with open_dict(cfg):
@@ -156,9 +166,9 @@ def benchmark(args: argparse.Namespace) -> int:
 
     def run_way(way: str, count: str | None = None) -> StepWindow:
         """One run of one way; the window that timed (or profiled) its steps."""
-        if way == "plain":
+        if way in ("plain", "plain-step"):
             window = StepWindow(args.warmup, args.steps, batch_size, device, count)
-            train_plain(cfg, window, device, args.compile)
+            train_plain(cfg, window, device, args.compile, whole_step=way == "plain-step")
             return window
         return timed_run(cfg, args.warmup, args.steps, args.compile, count=count)
 
@@ -190,7 +200,7 @@ def benchmark(args: argparse.Namespace) -> int:
                 f"{described['precision']}, compile {described['compile']}, on {described['device']}; "
                 f"{described['versions']}; rank 0 of {world_size}"
             )
-            write_profiles(args.profile, profiles, [("lightning", "plain")] if len(ways) == 2 else [], heading)
+            write_profiles(args.profile, profiles, figures.pairs(), heading)
     if world_size > 1:
         dist.destroy_process_group()
     return 0

@@ -1,7 +1,10 @@
 """The same model on the same data, trained by a loop written by hand, the way the HPC
 centres' DDP tutorials write it: DistributedSampler, DistributedDataParallel, AdamW, tuned
 as a careful user tunes it on a GPU: fused AdamW, TF32 matmuls, cudnn benchmark mode, data
-held on the device, and with --compile the model compiled with torch.compile.
+held on the device, and with --compile the model compiled with torch.compile. The way
+"plain-step" compiles the whole step instead (forward, loss, backward, optimizer step: one
+function, as a tuned hand loop compiles it), which Lightning's path cannot do: what compiling
+more than the model would buy, on the same data.
 
 Only the training loop differs from the project: the data tensors, the network, the
 optimizer's settings (`configure_optimizers`) and the DDP settings come from the same config.
@@ -96,20 +99,25 @@ def tuned_backends(device: torch.device):
         torch.backends.cudnn.benchmark = benchmark
 
 
-def train_plain(cfg: DictConfig, window: StepWindow, device: torch.device, compile_mode: str | None = None):
+def train_plain(
+    cfg: DictConfig, window: StepWindow, device: torch.device, compile_mode: str | None = None, whole_step=False
+):
+    """whole_step: compile_mode applies to the whole step, not to the model's call alone."""
     # Without Lightning imported, a plain loop on CPUs never pays NVML's check per step (hook_costs.py).
     with tuned_backends(device), cuda_availability_cached(on_gpu=device.type == "cuda"):
-        return _train_plain(cfg, window, device, compile_mode)
+        return _train_plain(cfg, window, device, compile_mode, whole_step)
 
 
-def _train_plain(cfg: DictConfig, window: StepWindow, device: torch.device, compile_mode: str | None) -> Measurement:
+def _train_plain(
+    cfg: DictConfig, window: StepWindow, device: torch.device, compile_mode: str | None, whole_step: bool
+) -> Measurement:
     precision = check_precision(cfg.trainer.precision)
     true_dtype = TRUE_DTYPES.get(precision)
     torch.manual_seed(cfg.seed)
     loader, datamodule = train_loader(cfg, device)
     module = instantiate(cfg.model).to(device, dtype=true_dtype)
     optimizer = fused_on_cuda(module.configure_optimizers(), device)
-    if compile_mode:
+    if compile_mode and not whole_step:
         module.compile(mode=compile_mode)  # in place: its calls, also through DDP, run compiled
     model = module
     if dist.is_initialized():
@@ -119,6 +127,18 @@ def _train_plain(cfg: DictConfig, window: StepWindow, device: torch.device, comp
     autocast = torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext()
     scaler = torch.amp.GradScaler(device.type, enabled=dtype is torch.float16)
     log_every = cfg.trainer.log_every_n_steps
+
+    def step(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        with autocast:
+            loss = _loss(module, model(images), images, labels)
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        return loss
+
+    if whole_step:
+        step = torch.compile(step, mode=compile_mode)
 
     model.train()
     window.begin()
@@ -131,12 +151,9 @@ def _train_plain(cfg: DictConfig, window: StepWindow, device: torch.device, comp
             images = normalize(images.to(device, non_blocking=True), datamodule.mean, datamodule.std)
             images = images if true_dtype is None else images.to(true_dtype)
             labels = labels.to(device, non_blocking=True)
-            with autocast:
-                loss = _loss(module, model(images), images, labels)
-            optimizer.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
+            if whole_step:  # a new step for CUDA graphs: the last step's outputs may be overwritten
+                torch.compiler.cudagraph_mark_step_begin()
+            loss = step(images, labels)
             if window.done % log_every == 0:
                 loss.item()  # what the tutorials print every few steps: one device sync
             window.step_done()

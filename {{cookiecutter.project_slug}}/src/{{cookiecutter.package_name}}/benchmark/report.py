@@ -3,6 +3,10 @@
 import statistics
 from dataclasses import asdict, dataclass
 
+# Compared where both ran (--ways): Lightning against each plain way, and what compiling the
+# plain loop's whole step buys over compiling its model alone.
+COMPARED = (("lightning", "plain"), ("lightning", "plain-step"), ("plain-step", "plain"))
+
 
 @dataclass
 class WayFigures:
@@ -39,10 +43,14 @@ class Figures:
             figures[way] = WayFigures(totals, per_cpu, peak)
         return cls(settings, figures, sum(rank["loader"] for rank in ranks))
 
-    def ratios(self, per: str = "samples_per_sec") -> list[float]:
-        """Lightning / plain, per repeat: each pair ran back to back under the same machine load."""
-        plain, lightning = getattr(self.ways["plain"], per), getattr(self.ways["lightning"], per)
-        return [lt / pl for lt, pl in zip(lightning, plain, strict=True)]
+    def pairs(self) -> list[tuple[str, str]]:
+        """The ways compared, (first, second) for first / second, of those that ran."""
+        return [pair for pair in COMPARED if set(pair) <= set(self.ways)]
+
+    def ratios(self, first: str, second: str, per: str = "samples_per_sec") -> list[float]:
+        """first / second, per repeat: each pair ran back to back under the same machine load."""
+        ones, others = getattr(self.ways[first], per), getattr(self.ways[second], per)
+        return [one / other for one, other in zip(ones, others, strict=True)]
 
     @property
     def training_samples_per_sec(self) -> float:
@@ -53,9 +61,10 @@ class Figures:
         result["ways"] = {
             name: {**asdict(way), "median": way.median, "cpu_median": way.cpu_median} for name, way in self.ways.items()
         }
-        if len(self.ways) == 2:
-            result["ratio_median"] = statistics.median(self.ratios())
-            result["cpu_ratio_median"] = statistics.median(self.ratios("samples_per_cpu_sec"))
+        if ("lightning", "plain") in self.pairs():
+            result["ratio_median"] = statistics.median(self.ratios("lightning", "plain"))
+            result["cpu_ratio_median"] = statistics.median(self.ratios("lightning", "plain", "samples_per_cpu_sec"))
+        result["ratio_medians"] = {f"{a}/{b}": statistics.median(self.ratios(a, b)) for a, b in self.pairs()}
         return result
 
 
@@ -75,11 +84,11 @@ def print_report(figures: Figures) -> None:
             f"{name:<10} {way.median:>11.1f} {low:>11.1f} {high:>11.1f} {way.cpu_median:>11.1f} "
             f"{way.peak_memory_mib:>9.0f}"
         )
-    if len(figures.ways) == 2:
+    for first, second in figures.pairs():
         for label, per in (("ratio", "samples_per_sec"), ("cpu-time ratio", "samples_per_cpu_sec")):
-            ratios = figures.ratios(per)
+            ratios = figures.ratios(first, second, per)
             print(
-                f"{label} lightning/plain: {statistics.median(ratios):.3f} "
+                f"{label} {first}/{second}: {statistics.median(ratios):.3f} "
                 f"(median of {len(ratios)} paired repeats; min {min(ratios):.3f}, max {max(ratios):.3f})"
             )
     loader = figures.loader_samples_per_sec
