@@ -32,7 +32,7 @@ SUPPORTED_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 # do (shadowing one fails at run time, or already when the post-gen hook imports PyYAML), or
 # they are folders and files at its root. The standard library is refused through
 # sys.stdlib_module_names. tests/test_bad_answers.py checks that every module the generated
-# code imports is here.
+# code imports is here, and every module a smoke run and the hook's imports load.
 TAKEN_NAMES = {
     # direct dependencies and the extras (pyproject.toml)
     "torch", "torchvision", "pytorch_lightning", "lightning", "lightning_fabric", "lightning_utilities",
@@ -43,7 +43,10 @@ TAKEN_NAMES = {
     "typing_extensions", "setuptools", "pkg_resources", "google", "grpc", "werkzeug", "markdown",
     "pygments", "markdown_it", "mdurl", "pydantic", "einops", "hjson", "ninja", "cpuinfo", "nvidia",
     "mpi4py", "pluggy", "iniconfig", "pytest_timeout", "aiohttp", "requests", "click", "sentry_sdk",
-    "platformdirs", "mpmath", "absl", "six", "urllib3", "certifi", "idna",
+    "platformdirs", "mpmath", "absl", "six", "urllib3", "certifi", "idna", "attr", "attrs", "markupsafe",
+    "torchgen", "cuda", "cython_runtime", "py",
+    # cruft (the dev extra), which imports the project's environment when it updates it
+    "cruft", "cookiecutter", "git", "gitdb", "smmap", "typer", "shellingham", "binaryornot",
     # the project's own top-level folders and files
     "configs", "scripts", "docs", "tests", "test", "src", "train", "conftest", "setup",
 }  # fmt: skip
@@ -51,8 +54,10 @@ TAKEN_NAMES = {
 SLUG = re.compile(r"[a-z0-9]([a-z0-9._-]*[a-z0-9])?")  # a valid distribution and folder name
 PACKAGE = re.compile(r"[a-z][a-z0-9_]*")
 ACCOUNT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-# local@domain.tld; no spaces, quotes, brackets or commas (they would need quoting in metadata)
-EMAIL = re.compile(r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9-]+)+")
+# local@domain.tld; no spaces, quotes, brackets or commas (they would need quoting in metadata),
+# and the local part's dots between characters (a dot-atom: packaging refuses '.ann.' and 'a..b')
+ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+EMAIL = re.compile(rf"{ATOM}(?:\.{ATOM})*@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9-]+)+")
 
 
 class AnswerError(FailedHookException):
@@ -78,6 +83,13 @@ def _check_text(key, value, required=True):
     for position, char in enumerate(value):
         if unicodedata.category(char) in ("Cc", "Zl", "Zp"):
             _refuse(key, value, f"holds a line break or control character at position {position}", "answer on one line")
+        if unicodedata.category(char) == "Cs":  # Python's stand-in for a byte that is not UTF-8
+            _refuse(
+                key,
+                value,
+                f"holds a byte at position {position} that is not UTF-8 text (a terminal in another encoding?)",
+                "type it again in a UTF-8 terminal (e.g. with LANG=C.UTF-8), or leave that character out",
+            )
 
 
 def _check_slug(slug, name):

@@ -4,6 +4,7 @@ that parses, builds its metadata and passes ruff."""
 
 import ast
 import json
+import os
 import subprocess
 import sys
 
@@ -16,6 +17,7 @@ from test_bake import assert_ruff_clean
 
 from local_extensions import (
     MAX_NAME,
+    PACKAGE,
     TAKEN_NAMES,
     py_docstring,
     py_string,
@@ -45,6 +47,8 @@ BAD_ANSWERS = [
     (["package_name=rich"], "package_name='rich': would shadow a module the project needs"),
     (["package_name=torchmetrics"], "package_name='torchmetrics': would shadow a module"),
     (["package_name=yaml"], "package_name='yaml': would shadow a module the project needs"),
+    (["package_name=markupsafe"], "package_name='markupsafe': would shadow a module the project needs"),
+    (["package_name=torchgen"], "package_name='torchgen': would shadow a module the project needs"),
     (["package_name=tests"], "package_name='tests': would shadow a module the project needs"),
     (["package_name=json"], "package_name='json': would shadow that standard library module"),
     (["package_name=typing"], "package_name='typing': would shadow that standard library module"),
@@ -62,6 +66,11 @@ BAD_ANSWERS = [
     (["email=ann@localhost"], "email='ann@localhost': not an address"),
     (["email=Ann <ann@example.org>"], "email='Ann <ann@example.org>': not an address"),
     (["email=ann@example.org, bob@example.org"], "not an address"),
+    (["email=.ann.@example.org"], "email='.ann.@example.org': not an address"),  # packaging refuses it
+    (["email=a..b@example.org"], "email='a..b@example.org': not an address"),
+    # A Latin-1 terminal's "Zoë": the byte 0xEB, which Python holds as a surrogate
+    (["author=Zo\udceb"], "author='Zo\\udceb': holds a byte at position 2 that is not UTF-8 text"),
+    (["project_name=Caf\udce9 Net"], "project_name='Caf\\udce9 Net': holds a byte at position 3 that is not"),
     (["slurm_account=project 2001234"], "slurm_account='project 2001234': a Slurm account has letters"),
     (["slurm_account=$(rm -rf ~)"], "slurm_account='$(rm -rf ~)': a Slurm account has letters"),
     (["slurm_account="], "slurm_account='': is empty"),
@@ -105,6 +114,31 @@ def test_prompts_list_the_choices():
         assert context[key] == allowed[0], key  # the default is the first choice
         prompt = context["__prompts__"][key]
         assert all(choice in prompt for choice in allowed), (key, prompt)
+
+
+def test_a_smoke_run_loads_only_names_a_package_may_not_take(default_project):
+    """What the generated code's imports import in turn (markupsafe, attr, torchgen: a package of
+    that name broke the bake's hook or the first run), found by running it: a smoke run, and
+    the Slurm renderer that the post-gen hook imports."""
+    package = default_project.name.replace("-", "_")
+    script = (
+        "import json, runpy, sys\n"
+        "sys.argv = ['train.py', 'experiment=smoke', 'trainer.accelerator=cpu', 'output_root=' + sys.argv[1]]\n"
+        "try:\n    runpy.run_path('train.py', run_name='__main__')\n"
+        "except SystemExit as stopped:\n    assert not stopped.code, stopped.code\n"
+        f"import {package}.slurm.render\n"
+        "print(json.dumps(sorted({name.split('.')[0] for name in sys.modules})))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(default_project / "src")}
+    run = subprocess.run(
+        [sys.executable, "-c", script, str(default_project / "outputs-smoke")],
+        cwd=default_project, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    loaded = set(json.loads(run.stdout.splitlines()[-1]))
+    could_be_named = {name for name in loaded if PACKAGE.fullmatch(name)} - set(sys.stdlib_module_names)
+    missing = could_be_named - TAKEN_NAMES - {package}
+    assert not missing, f"add to TAKEN_NAMES in local_extensions.py: {sorted(missing)}"
 
 
 def test_generated_code_imports_only_names_a_package_may_not_take(default_project):
@@ -198,8 +232,10 @@ def test_unusual_answers_bake_a_working_project(tmp_path):
         ({"project_name": "net_"}, "net", "net"),
         ({"project_name": "Q", "email": ""}, "q", "q"),  # short names: ruff format must not join lines
         ({"package_name": LONG[:MAX_NAME], "project_slug": LONG[:MAX_NAME].replace("_", "-")}, None, None),
+        ({"project_name": "No"}, "no", "no"),  # YAML 1.1 reads a bare no as false
+        ({"project_slug": "1e3", "package_name": "thousand"}, "1e3", "thousand"),  # ... and 1e3 as a number
     ],
-    ids=["slash", "underscore", "one-letter-no-email", "longest"],
+    ids=["slash", "underscore", "one-letter-no-email", "longest", "yaml-false", "yaml-number"],
 )
 def test_unusual_names_bake_clean(answers, slug, package, tmp_path):
     project = bake(tmp_path, **answers)
@@ -207,3 +243,6 @@ def test_unusual_names_bake_clean(answers, slug, package, tmp_path):
     assert project.name == slug and (project / "src" / (package or answers["package_name"])).is_dir()
     assert_ruff_clean(project)
     tomllib.loads((project / "pyproject.toml").read_text())
+    # Slurm sweeps name their jobs by the slug (submitit wants a string: `name: no` failed)
+    launcher = yaml.safe_load((project / "configs" / "hydra" / "launcher" / "slurm.yaml").read_text())
+    assert launcher["name"] == slug
