@@ -19,7 +19,7 @@ import unicodedata
 
 import click
 from cookiecutter.exceptions import FailedHookException
-from jinja2 import TemplateSyntaxError, meta
+from jinja2 import StrictUndefined, TemplateSyntaxError, Undefined, meta, nodes
 from jinja2.ext import Extension
 from slugify import slugify
 
@@ -208,15 +208,39 @@ def py_docstring(value, width=100):
     return "\n".join(lines)
 
 
+class AnswerUndefined(StrictUndefined):
+    """`{{ cookiecutter.nope }}`, or an answer that uses one rendered after it: one line, not
+    cookiecutter's report with the whole context (its UndefinedError handler does not catch this)."""
+
+    def _fail_with_undefined_error(self, *args, **kwargs):
+        raise AnswerError(
+            f"Error: an answer uses cookiecutter.{self._undefined_name}, which has no value then: not an answer "
+            "of this template, or one that comes after it. Fix: use only earlier answers, or write {{ '{{' }} "
+            "for a literal {{"
+        )
+
+
+for _name, _value in {**vars(Undefined), **vars(StrictUndefined)}.items():  # str(), ==, +, ...: bound to the base's
+    if _value is Undefined._fail_with_undefined_error and _name != "_fail_with_undefined_error":
+        setattr(AnswerUndefined, _name, AnswerUndefined._fail_with_undefined_error)
+
+
+# What an answer may hold between {{ and }}: a literal, an answer and the filters above.
+PLAIN_NODES = (nodes.Template, nodes.Output, nodes.TemplateData, nodes.Const, nodes.Name, nodes.Getattr, nodes.Filter)
+
+
 class AnswersExtension(Extension):
     """Registers the filters above, and refuses answers that are not valid Jinja.
 
     With --no-input cookiecutter renders every answer as a template, so `{%` in a description
-    would end in a TemplateSyntaxError traceback: it is caught here, as one line.
+    would end in a TemplateSyntaxError traceback: it is caught here, as one line; so are the
+    parts of Jinja that fail only when rendered (arithmetic, calls, a missing answer), and `{#`,
+    which Jinja would drop with the text after it.
     """
 
     def __init__(self, environment):
         super().__init__(environment)
+        environment.undefined = AnswerUndefined
         environment.filters.update(
             check_answers=check_answers,
             project_slug=project_slug,
@@ -239,7 +263,7 @@ class AnswersExtension(Extension):
         except TemplateSyntaxError as error:
             raise AnswerError(
                 f"Error: the answer {source!r} is not valid Jinja ({error.message}), and cookiecutter renders "
-                "answers as Jinja. Fix: write {{ '{{' }} and {{ '{%' }} for a literal {{ and {%"
+                "answers as Jinja. Fix: write {{ '{{' }}, {{ '{%' }} and {{ '{#' }} for a literal {{, {% and {#"
             ) from None
         finally:
             self._parsing = False
@@ -249,4 +273,26 @@ class AnswersExtension(Extension):
                 f"Error: the answer {source!r} uses {', '.join(sorted(unknown))}, which cookiecutter cannot fill "
                 "(it renders answers as Jinja). Fix: write {{ '{{' }} for a literal {{"
             )
+        if "\n" not in source:  # an answer (one line; hooks have more) or a default of cookiecutter.json
+            self._check_plain(source)
         return source
+
+    def _check_plain(self, source):
+        if any(token == "comment_begin" for _line, token, _value in self.environment.lex(source)):
+            raise AnswerError(
+                f"Error: the answer {source!r} holds {{#, which Jinja reads as the start of a comment and drops "
+                "with what follows. Fix: write {{ '{#' }} for a literal {#"
+            )
+        self._parsing = True
+        try:
+            tree = self.environment.parse(source)
+        finally:
+            self._parsing = False
+        for node in tree.find_all(nodes.Node):
+            if not isinstance(node, PLAIN_NODES) or (
+                isinstance(node, nodes.Filter) and node.name not in self.environment.filters
+            ):
+                raise AnswerError(
+                    f"Error: the answer {source!r} holds a Jinja {type(node).__name__.lower()}, and cookiecutter "
+                    "renders answers as Jinja. Fix: write {{ '{{' }} and {{ '{%' }} for a literal {{ and {%"
+                )

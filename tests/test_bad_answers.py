@@ -78,7 +78,21 @@ BAD_ANSWERS = [
     (["python_version=3.9"], "python_version='3.9': supported are 3.10"),
     (["description={% bad"], "the answer '{% bad' is not valid Jinja"),
     (["description={{ x }}"], "the answer '{{ x }}' uses x, which cookiecutter cannot fill"),
+    # Jinja that parses but fails when rendered, or drops text: before, a traceback or a context dump
+    (["description={{ cookiecutter.nope }}"], "an answer uses cookiecutter.nope, which has no value then"),
+    (["project_name={{ cookiecutter.project_slug }}"], "an answer uses cookiecutter.project_slug, which has no value"),
+    (["description={{ 1/0 }}"], "the answer '{{ 1/0 }}' holds a Jinja div"),
+    (["description=a {# note #} b"], "the answer 'a {# note #} b' holds {#, which Jinja reads as the start of"),
+    (["description=C{#}"], "Fix: write {{ '{{' }}, {{ '{%' }} and {{ '{#' }} for a literal {{, {% and {#"),
 ]
+
+
+def test_answers_may_use_the_escapes_the_errors_name_and_earlier_answers(tmp_path):
+    escaped = "literal {{ '{{' }}, {{ '{%' }} and {{ '{#' }}: {{ cookiecutter.project_name | upper }}"
+    project = bake(tmp_path, description=escaped, package_name="{{ cookiecutter.project_slug | package_name }}x")
+    meta = tomllib.loads((project / "pyproject.toml").read_text())["project"]
+    assert meta["description"] == "literal {{, {% and {#: MNIST DDP"
+    assert (project / "src" / "mnist_ddpx").is_dir()
 
 
 @pytest.mark.parametrize("answers, line", BAD_ANSWERS, ids=[" ".join(a)[:40] for a, _ in BAD_ANSWERS])
