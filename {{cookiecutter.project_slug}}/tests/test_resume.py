@@ -1,5 +1,7 @@
 """Resuming from last.ckpt continues where the first run stopped."""
 
+import csv
+
 import torch
 
 from tests.helpers import FAST, run_train, save_after_step
@@ -20,6 +22,11 @@ def test_resume_continues_at_the_right_step(tmp_path):
     # The optimizer state was restored too (Adam's step count kept counting).
     steps = [state["step"] for state in second["optimizer_states"][0]["state"].values()]
     assert all(int(step) == 8 for step in steps)
+    # The CSV logger kept the first start's rows (Lightning's deleted its metrics.csv on a resume).
+    assert "will be deleted" not in result.stdout + result.stderr
+    with open(tmp_path / "resumable" / "csv" / "metrics.csv") as metrics:
+        epochs = {row["epoch"] for row in csv.DictReader(metrics) if row.get("val/loss")}
+    assert epochs == {"0", "1"}, epochs
 
 
 def test_last_checkpoint_follows_every_epoch_even_without_improvement(tmp_path):

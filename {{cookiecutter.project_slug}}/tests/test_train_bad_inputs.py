@@ -58,7 +58,7 @@ BAD_VALUES = [
     (["logger=tensorboard", "+logger.foo=1"], "not an argument of pytorch_lightning.loggers.TensorBoardLogger (it"),
     (["logger=tensorboard", "+logger.flush_sec=5"], "Fix: did you mean +logger.flush_secs=5? Else remove +logger"),
     (["logger=tensorboard", "+logger.log_dir=x"], "logger.log_dir=x: not an argument of pytorch_lightning.loggers"),
-    (["logger=csv", "+logger.foo=1"], "logger.foo=1: not an argument of pytorch_lightning.loggers.CSVLogger"),
+    (["logger=csv", "+logger.foo=1"], ".loggers.AppendingCSVLogger (it takes save_dir, name, version"),
     (["model.net._target_=torch.nn.Linear"], "not an argument of torch.nn.Linear (it takes in_features"),
     (["model.optimizer._target_=torch.optim.Nope"], "model.optimizer._target_=torch.optim.Nope: does not import"),
     (["+callbacks.foo.x=1"], "callbacks.foo={'x':1}: a callback needs a _target_"),
