@@ -76,6 +76,25 @@ def test_a_sweep_of_single_process_runs_on_this_machine(tmp_path):
     assert all("checkpoints/last.ckpt" in point["checkpoints"] for point in points)
 
 
+def test_two_sweeps_started_in_one_second_get_their_own_directories(tmp_path):
+    """The sweep directory was named by the second alone: two sweeps started together trained their
+    points into the same folders. It now holds the process id too, as a single run's does."""
+    script = (
+        "import os\n"
+        "from hydra import compose, initialize_config_dir\n"
+        "from {{ cookiecutter.package_name }}.launch.environment import register_resolvers\n"
+        "register_resolvers()\n"
+        "with initialize_config_dir(config_dir=os.path.abspath('configs'), version_base='1.3'):\n"
+        "    cfg = compose('train', overrides=['output_root=out'], return_hydra_config=True)\n"
+        "print(os.getpid(), cfg.hydra.sweep.dir)\n"
+    )
+    env = {key: value for key, value in project_env().items() if key != "RUN_ID"}
+    result = subprocess.run([sys.executable, "-c", script], cwd=PROJECT, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    pid, directory = result.stdout.split()
+    assert re.fullmatch(rf"out/multirun/\d\d\d\d-\d\d-\d\d_\d\d-\d\d-\d\d_{pid}", directory), directory
+
+
 def test_a_multi_process_sweep_on_this_machine_is_refused_with_the_reason(tmp_path):
     result = run_sweep(*FAST, "trainer.accelerator=cpu", "trainer.devices=2", f"output_root={tmp_path}", "seed=1,2")
     assert result.returncode == 2

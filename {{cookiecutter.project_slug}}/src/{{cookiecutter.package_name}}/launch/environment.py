@@ -96,6 +96,9 @@ def register_resolvers() -> None:
     from .run_directory import output_subdir
 
     OmegaConf.register_new_resolver("default_run_id", default_run_id, replace=True)
+    # Like Hydra's ${now:}: cached in the config, so that a sweep's Slurm jobs, which resolve the
+    # pickled config again in other processes, find the sweep directory the sweep started.
+    OmegaConf.register_new_resolver("sweep_id", _started, replace=True, use_cache=True)
     OmegaConf.register_new_resolver("hydra_output_subdir", output_subdir, replace=True)
     OmegaConf.register_new_resolver("slurm_job", _slurm_job, replace=True)
     from .command_line import config_groups  # for `--help`: the choices without bases and test-only ones
