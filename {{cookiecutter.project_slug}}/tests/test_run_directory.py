@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import pytorch_lightning as pl
 import torch
 import yaml
 from omegaconf import OmegaConf
@@ -425,6 +426,26 @@ def test_last_checkpoint_is_also_written_every_n_minutes_mid_epoch(tmp_path):
 
 
 # ------------------------------------------------------------------ signals and exit codes
+
+
+class CtrlCWhileTesting(pl.Callback):
+    """Test-only: Ctrl-C at the first test batch (test_after_fit=true)."""
+
+    def on_test_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_ctrl_c_while_testing_after_fit_exits_130(tmp_path):
+    """Before: exit 1 (Lightning's own code for an interrupt), as after a crash."""
+    run = tmp_path / "run"
+    overrides = [*FAST, f"output_dir={run}", "trainer.max_epochs=1", "test_after_fit=true"]
+    callback = f"+callbacks.interrupt._target_={__name__}.CtrlCWhileTesting"
+    stopped = subprocess.run(
+        [sys.executable, str(PROJECT / "train.py"), *overrides, callback],
+        cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert stopped.returncode == 130, stopped.stderr
+    assert f"Stopped by Ctrl-C at step 4: newest {run / 'checkpoints'}" in stopped.stderr, stopped.stderr
 
 
 @pytest.mark.parametrize(("signum", "code", "name"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "Ctrl-C")])

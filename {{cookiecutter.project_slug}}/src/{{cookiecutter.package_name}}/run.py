@@ -111,8 +111,8 @@ def run(cfg: DictConfig) -> pl.Trainer:
     model = compiled(cfg.speed, model)
     rank_zero_info(f"Run directory (shared by all ranks): {cfg.output_dir}")
     with cuda_availability_cached(on_gpu):
-        with stop_exit_code(trainer):  # SIGTERM, Ctrl-C: saved, then 143 / 130
+        with stop_exit_code(trainer):  # SIGTERM, Ctrl-C: saved, then 143 / 130 (also while testing)
             trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
-        if cfg.test_after_fit:
-            trainer.test(model, datamodule=datamodule)
+            if cfg.test_after_fit:
+                trainer.test(model, datamodule=datamodule)
     return trainer
