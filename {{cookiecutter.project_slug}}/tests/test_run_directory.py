@@ -252,9 +252,9 @@ def test_resume_takes_the_config_of_the_start_that_wrote_its_checkpoint(tmp_path
     os.utime(checkpoint, (1015, 1015))  # after the second start, before the third
     assert resume_overrides([f"resume={run}", "trainer.max_epochs=3"]) == [
         "data.batch_size=32",
-        f"output_root={tmp_path}",
-        "run_id=run",
-        "ckpt_path=last",
+        f"output_root='{tmp_path}'",
+        "run_id='run'",
+        "ckpt_path='last'",
         "trainer.max_epochs=3",
     ]
 
@@ -267,17 +267,74 @@ def test_resume_beside_another_place_or_checkpoint_stops_with_one_line(tmp_path,
     run = tmp_path / "run"
     (run / ".hydra").mkdir(parents=True)
     (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(["trainer.max_epochs=1"]))
+    ForwardOnlyCheckpointIO().save_checkpoint({"global_step": 4}, run / "checkpoints" / "last.ckpt")
     expected = rf"^{re.escape(other)}: resume=\S+ continues that run, in its folder"
     with pytest.raises(SetupError, match=expected) as error:
         resume_overrides([f"resume={run}", other])
     assert f"Fix: leave {other.lstrip('+').split('=')[0]} out; or start a new run" in str(error.value)
     same = ["run_id=run", f"output_root={tmp_path}/", "ckpt_path=last"]  # what resume= sets anyway: taken
     placed = resume_overrides([f"resume={run}", *same])[1:4]
-    assert placed == [f"output_root={tmp_path}", "run_id=run", "ckpt_path=last"]
+    assert placed == [f"output_root='{tmp_path}'", "run_id='run'", "ckpt_path='last'"]
     shown = resume_overrides([f"resume={run}", "trainer.max_epochs=2", "--cfg", "job"])  # Hydra's options first
     assert shown[:2] == ["--cfg", "job"] and shown[-1] == "trainer.max_epochs=2"
     with pytest.raises(SetupError, match=r"^resume='': the folder of the run to continue. Fix: resume=outputs/"):
         resume_overrides(["resume="])
+
+
+@pytest.mark.parametrize("name", ["run (1)", "a,b", "1e3", "it's", "ünï"])
+def test_resume_continues_a_run_whose_folder_name_hydra_would_read_otherwise(tmp_path, name):
+    """Before: `run (1)` and `a,b` were Hydra parse errors or sweeps, `1e3` a float."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from {{ cookiecutter.package_name }}.launch.run_directory import resume_overrides
+
+    run = tmp_path / name
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(["trainer.max_epochs=1"]))
+    ForwardOnlyCheckpointIO().save_checkpoint({"global_step": 4}, run / "checkpoints" / "last.ckpt")
+    parsed = OverridesParser.create().parse_overrides(resume_overrides([f"resume={run}"]))
+    assert {override.key_or_group: override.value() for override in parsed} == {
+        "trainer.max_epochs": 1,
+        "output_root": str(tmp_path),
+        "run_id": name,
+        "ckpt_path": "last",
+    }
+
+
+def test_resume_of_a_run_stopped_before_its_first_checkpoint_starts_it_again(tmp_path, capsys):
+    """It said to resume, then refused: "ckpt_path=last, but ... holds no checkpoint" (typed by resume=)."""
+    from {{ cookiecutter.package_name }}.launch.run_directory import resume_overrides
+
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(["trainer.max_epochs=1"]))
+    assert resume_overrides([f"resume={run}"])[-1] == "ckpt_path=null"
+    assert "no checkpoint there yet, so the run starts again from its beginning" in capsys.readouterr().err
+    with pytest.raises(SetupError, match=r"^resume=\S+ with -m: a resume continues one run in its folder"):
+        resume_overrides([f"resume={run}", "-m", "seed=1,2"])
+
+
+def test_an_unreadable_newest_checkpoint_stops_with_one_line(tmp_path, monkeypatch):
+    """A cut-short last.ckpt (a disk that filled up, a copy stopped halfway), and no other: before,
+    torch's traceback once the start's config was recorded."""
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "last.ckpt").write_bytes(b"PK\x03\x04 cut short")
+    with pytest.raises(SetupError, match=r"last.ckpt, the newest checkpoint of \S+, cannot be read"):
+        checkpoint_to_resume("last", run, None)
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")  # a requeued job, which resumes by itself
+    with pytest.raises(SetupError, match=r"cannot be read \(cut short, or not a checkpoint\), and the run has no"):
+        checkpoint_to_resume(None, run, None)
+
+
+def test_a_relative_path_to_the_newest_checkpoint_is_that_checkpoint(tmp_path, monkeypatch):
+    """`ckpt_path=../out/run/checkpoints/last.ckpt` was refused as another checkpoint than the newest."""
+    run = tmp_path / "out" / "run"
+    ForwardOnlyCheckpointIO().save_checkpoint({"global_step": 4}, run / "checkpoints" / "last.ckpt")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    relative = "../out/run/checkpoints/last.ckpt"
+    assert checkpoint_to_resume(relative, run, None) == relative
 
 
 def test_a_restarted_run_resumes_by_itself_from_the_newest_checkpoint(tmp_path):

@@ -17,7 +17,7 @@ import pytorch_lightning as pl
 from pytorch_lightning.strategies import DDPStrategy, DeepSpeedStrategy, SingleDeviceStrategy
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
-from ..launch.run_directory import shown
+from ..launch.run_directory import resume_command, shown
 from .agreement import AgreedFlag
 from .checkpoints import newest_checkpoint, wait_for_checkpoint_writes
 
@@ -86,9 +86,14 @@ class SaveOnStop(pl.Callback):
         if not trainer.is_global_zero:
             return
         newest = newest_checkpoint(self.run_dir)
-        where = f"saved {shown(self.path)}" if saved else f"newest {shown(newest[0])}" if newest else "no checkpoint"
-        resume = f"python train.py resume={shown(self.run_dir)}"
-        print(f"\nStopped by {reason} at step {trainer.global_step}: {where}. Resume: {resume}", file=sys.stderr)
+        where = (
+            f"saved {shown(self.path)}" if saved else f"newest {shown(newest[0])}" if newest else "no checkpoint yet"
+        )
+        resume = "Resume" if saved or newest else "Start it again from its beginning"
+        print(
+            f"\nStopped by {reason} at step {trainer.global_step}: {where}. {resume}: {resume_command(self.run_dir)}",
+            file=sys.stderr,
+        )
         sys.stderr.flush()
 
     def _save(self, trainer) -> bool:

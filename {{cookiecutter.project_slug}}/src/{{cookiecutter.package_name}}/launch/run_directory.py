@@ -11,7 +11,10 @@
 """
 
 import os
+import re
+import shlex
 import shutil
+import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -27,6 +30,19 @@ def shown(path: Path) -> str:
     """A path as the user would type it: relative to the working directory when inside it."""
     path = Path(path).absolute()
     return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+
+
+def resume_command(run_dir: Path) -> str:
+    """The command that continues a run, ready to paste into a shell (a folder with spaces quoted)."""
+    return f"python train.py {shlex.quote(f'resume={shown(run_dir)}')}"
+
+
+def _hydra_value(value: str) -> str:
+    """A value as Hydra's override grammar reads it back as this text: quoted, so that a folder
+    named `run (1)`, `a,b` or `1e3` stays that name (unquoted: a parse error, a sweep, a float)."""
+    # Hydra's escapes in a quoted string: \' for a quote; backslashes only where a quote follows.
+    value = re.sub(r"(\\*)'", lambda found: found[1] * 2 + "\\'", value)
+    return "'" + re.sub(r"(\\+)$", lambda found: found[1] * 2, value) + "'"
 
 
 def output_subdir(run_dir: str) -> str | None:
@@ -67,19 +83,39 @@ def resume_overrides(argv: list[str]) -> list[str]:
     replaced = {_key(arg) for arg in new if "=" in arg or arg.startswith("~")} | mine
     saved = [arg for arg in yaml.safe_load(_record_of_newest_checkpoint(run_dir, records).read_text()) or []]
     saved = [arg for arg in saved if _key(arg) not in replaced]
-    place = [f"output_root={run_dir.absolute().parent}", f"run_id={run_dir.name}", "ckpt_path=last"]
+    place = {"output_root": str(run_dir.absolute().parent), "run_id": run_dir.name, "ckpt_path": "last"}
     _check_not_elsewhere(run_dir, [arg for arg in new if _key(arg) in mine], place)
     # Hydra reads the overrides as one group: its options (--cfg job, -m) go first.
     options = [arg for arg in new if arg.startswith("-") or not ("=" in arg or arg.startswith("~"))]
-    return [*options, *saved, *place, *[arg for arg in new if arg not in options and _key(arg) not in mine]]
+    if "-m" in options or "--multirun" in options:
+        raise SetupError(
+            f"resume={shown(run_dir)} with -m: a resume continues one run in its folder, a sweep starts new ones. "
+            "Fix: leave out -m, or sweep with new runs from its checkpoint: -m ckpt_path="
+            f"{shown(run_dir / 'checkpoints' / 'last.ckpt')} <overrides>"
+        )
+    if _no_checkpoint_yet(run_dir):  # stopped before its first save: nothing to lose, start it again
+        place["ckpt_path"] = None
+    placed = [f"{key}={'null' if value is None else _hydra_value(value)}" for key, value in place.items()]
+    return [*options, *saved, *placed, *[arg for arg in new if arg not in options and _key(arg) not in mine]]
 
 
-def _check_not_elsewhere(run_dir: Path, given: list[str], place: list[str]) -> None:
+def _no_checkpoint_yet(run_dir: Path) -> bool:
+    from ..callbacks.checkpoints import newest_checkpoint
+
+    if newest_checkpoint(run_dir) is not None:
+        return False
+    if global_rank() == 0:
+        print(f"resume={shown(run_dir)}: no checkpoint there yet, so the run starts again from its beginning, in its "
+              "folder, with its settings", file=sys.stderr)  # fmt: skip
+    return True
+
+
+def _check_not_elsewhere(run_dir: Path, given: list[str], place: dict[str, str]) -> None:
     """resume= continues a run in its own directory from its newest checkpoint: another run_id,
     output_root or ckpt_path beside it was dropped without a word, and the run went on in place."""
     for arg in given:
         key, _, value = arg.lstrip("+~").partition("=")
-        ours = next(p.partition("=")[2] for p in place if p.startswith(f"{key}="))
+        ours = place[key]
         if key == "output_root" and value and Path(value).expanduser().absolute() == Path(ours):
             continue
         if value == ours:
@@ -138,7 +174,7 @@ def checkpoint_to_resume(ckpt_path: str | None, run_dir: Path, subdir: str | Non
     from ..callbacks.checkpoints import newest_checkpoint, remove_partial_files
 
     newest = newest_checkpoint(run_dir)
-    resume = f"python train.py resume={shown(run_dir)}"
+    resume = resume_command(run_dir)
     problem = None
     if ckpt_path is None and newest and not restarted():
         problem = (
@@ -152,7 +188,13 @@ def checkpoint_to_resume(ckpt_path: str | None, run_dir: Path, subdir: str | Non
             f"{shown(run_dir.parent)}: {_runs_with_checkpoints(run_dir.parent)}. "
             "Fix: resume=<one of those folders>, or drop ckpt_path=last to start fresh"
         )
-    elif ckpt_path not in (None, "last") and newest and Path(ckpt_path).absolute() != newest[0].absolute():
+    elif ckpt_path in (None, "last") and newest and newest[1] < 0:  # (None: a requeue, resuming by itself)
+        problem = (
+            f"{shown(newest[0])}, the newest checkpoint of {shown(run_dir)}, cannot be read (cut short, or not a "
+            "checkpoint), and the run has no other. Fix: copy a good checkpoint of the run into "
+            f"{shown(run_dir / 'checkpoints')}, or start a new run from scratch with another run_id=..."
+        )
+    elif ckpt_path not in (None, "last") and newest and Path(ckpt_path).resolve() != newest[0].resolve():
         problem = (
             f"ckpt_path={ckpt_path} into {shown(run_dir)}, whose newest checkpoint is {shown(newest[0])} "
             f"(step {newest[1]}): its newer work would be overwritten. "
