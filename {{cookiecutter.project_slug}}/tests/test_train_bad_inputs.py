@@ -64,8 +64,11 @@ BAD_VALUES = [
     (["+callbacks.foo.x=1"], "callbacks.foo={'x':1}: a callback needs a _target_"),
     (["callbacks.progress_bar=null"], "progress_bar=null: a callback needs a _target_ (the class to build). Fix: ~"),
     (["seed=abc"], "seed=abc: an integer"),
-    (["run_id="], "run_id='': a name without /"),
-    (["run_id=../elsewhere"], "run_id=../elsewhere: a name without /"),
+    (["run_id="], "run_id='': a folder name without /"),
+    (["run_id=../elsewhere"], "run_id=../elsewhere: a folder name without /"),
+    ([f"run_id={'a' * 256}"], "a folder name without /, at most 255 bytes"),  # before: OSError, file name too long
+    (["ckpt_path=best"], "ckpt_path=best: Lightning's name for a checkpoint of the fit it is running, none when"),
+    (["ckpt_path=hpc"], "ckpt_path=hpc: Lightning's name for a checkpoint of the fit it is running"),
     (["model=autoencoder", "model.net.hidden=0"], "model.net.hidden=0: an integer >= 1"),
     (["seed=1.5"], "seed=1.5: an integer"),
     (["test_after_fit=yes please"], "test_after_fit=yes please: true or false"),

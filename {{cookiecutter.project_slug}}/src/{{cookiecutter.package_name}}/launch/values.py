@@ -82,7 +82,12 @@ def sanity_steps(value) -> bool:
 
 def run_name(value) -> bool:
     # The run directory is output_root/run_id: a name, not a path that leaves output_root.
-    return (_int(value) or isinstance(value, str)) and str(value) not in ("", ".", "..") and "/" not in str(value)
+    name = str(value)
+    return (_int(value) or isinstance(value, str)) and name not in ("", ".", "..") and "/" not in name and _fits(name)
+
+
+def _fits(name: str) -> bool:
+    return len(name.encode()) <= 255  # a file name's limit on Linux file systems
 
 
 def boolean_or_auto(value) -> bool:
@@ -140,7 +145,9 @@ LIMIT = "null, a number of batches, or a fraction in [0, 1]"
 DURATION = 'null, "DD:HH:MM:SS" or {hours: ..., minutes: ...}'
 VALIDATION_INTERVAL = 'null, a number of batches >= 1, a fraction of an epoch in (0, 1], or a time "DD:HH:MM:SS"'
 PROFILERS = ("simple", "advanced", "pytorch")  # Lightning's, by name (not xla: no TPUs here)
-CHECKPOINT_NAMES = ("last", "best", "hpc")  # Lightning's names for a checkpoint of this run
+# Lightning's other names, best and hpc, mean something only within one fit (its best model) or
+# for its own SLURM requeue (which this project replaces): a new start resumes with last.
+OTHER_CHECKPOINT_NAMES = ("best", "hpc")
 
 
 def row(key: str, allowed: Callable[[Any], bool], what: str, good_value) -> tuple:
@@ -161,7 +168,7 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     ("cluster.accelerator", one_of(*ACCELERATORS), f"one of {', '.join(ACCELERATORS)}", "cluster.accelerator=gpu"),
     ("seed", _int, "an integer", "seed=42"),
     ("test_after_fit", boolean, "true or false", "test_after_fit=true"),
-    ("run_id", run_name, "a name without / (the run directory under output_root)", "run_id=my-run"),
+    ("run_id", run_name, "a folder name without /, at most 255 bytes (the run directory)", "run_id=my-run"),
     ("data.batch_size", positive_int, "an integer >= 1 (samples per process and step)", "data.batch_size=128"),
     ("data.num_workers", workers, "auto or an integer >= 0 (DataLoader workers per process)", "data.num_workers=auto"),
     ("data.num_samples", positive_int, "an integer >= 1", "data.num_samples=8192"),
@@ -342,9 +349,14 @@ def check_output_root(root) -> None:
 def check_checkpoint(ckpt_path) -> None:
     """A file Lightning can resume from: exists, readable, a torch.save zip that loads with
     weights_only=True (what Lightning does; anything else could run code from the file)."""
-    if ckpt_path is _ABSENT or ckpt_path is None or ckpt_path in CHECKPOINT_NAMES:
+    if ckpt_path is _ABSENT or ckpt_path is None or ckpt_path == "last":
         return
     fix = "Fix: ckpt_path=last with run_id=<the run>, or the path of a .ckpt file from a run's checkpoints/"
+    if ckpt_path in OTHER_CHECKPOINT_NAMES:  # before: Lightning's ValueError once the run had started
+        raise SetupError(
+            f"ckpt_path={ckpt_path}: Lightning's name for a checkpoint of the fit it is running, none when a run "
+            f"starts. {fix} (the best one is epoch=...-step=....ckpt there)"
+        )
     path = Path(str(ckpt_path)).expanduser()
     if not path.exists():
         raise SetupError(f"ckpt_path={ckpt_path}: no such file or directory. {fix}")
