@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import pytorch_lightning as pl
@@ -325,6 +326,23 @@ def test_an_unreadable_newest_checkpoint_stops_with_one_line(tmp_path, monkeypat
     monkeypatch.setenv("SLURM_RESTART_COUNT", "1")  # a requeued job, which resumes by itself
     with pytest.raises(SetupError, match=r"cannot be read \(cut short, or not a checkpoint\), and the run has no"):
         checkpoint_to_resume(None, run, None)
+
+
+def test_a_resume_of_a_run_that_used_up_its_max_time_stops_with_one_line(tmp_path):
+    """Lightning's Timer counts the whole run's time across resumes: such a resume ended at once,
+    exit 0, having done nothing (and so would every requeue)."""
+    from pytorch_lightning.callbacks import Timer
+
+    from {{ cookiecutter.package_name }}.launch.resume_checks import check_time_left
+
+    checkpoint = tmp_path / "last.ckpt"
+    torch.save({"callbacks": {"Timer": {"time_elapsed": {"train": 7.2}}}, "global_step": 9}, checkpoint)
+    trainer = SimpleNamespace(callbacks=[Timer(duration="00:00:00:06")])
+    expected = r"^trainer.max_time: the run has trained 0:00:07 of its 0:00:06 already .*Fix: a larger \+trainer"
+    with pytest.raises(SetupError, match=expected):
+        check_time_left(trainer, str(checkpoint))
+    check_time_left(SimpleNamespace(callbacks=[Timer(duration="00:00:00:10")]), str(checkpoint))  # time left
+    check_time_left(SimpleNamespace(callbacks=[]), str(checkpoint))  # no limit
 
 
 def test_a_relative_path_to_the_newest_checkpoint_is_that_checkpoint(tmp_path, monkeypatch):

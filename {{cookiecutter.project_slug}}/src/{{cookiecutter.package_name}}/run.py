@@ -21,7 +21,7 @@ from .hook_costs import (
 )
 from .launch.checks import check_environment, check_epoch_length
 from .launch.errors import SetupError
-from .launch.resume_checks import check_checkpoint_fits, check_checkpoint_format
+from .launch.resume_checks import check_checkpoint_fits, check_checkpoint_format, check_time_left
 from .launch.run_directory import checkpoint_to_resume, this_start_subdir
 from .launch.warnings import quiet_benign_messages
 from .speed import compiled, set_matmul_precision, trains_on_gpu
@@ -100,6 +100,7 @@ def run(cfg: DictConfig) -> pl.Trainer:
     read_step_signatures_once(model)
     changed = check_checkpoint_fits(model, ckpt_path, optimizer_settings(cfg))
     trainer = build_trainer(cfg)
+    check_time_left(trainer, ckpt_path)
     if changed:  # a resume with other optimizer settings: Lightning would restore the old ones
         trainer.callbacks.append(OptimizerSettingsFromConfig(changed))
     ranks = processes(trainer)

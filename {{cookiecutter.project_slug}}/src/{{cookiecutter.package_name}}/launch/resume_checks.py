@@ -1,8 +1,10 @@
 """Whether the checkpoint a run starts from (a resume, ckpt_path=...) can be resumed by this
 config, checked before fit: its format against the strategy, its weights against the model, its
-optimizer state against the optimizer; and which optimizer settings the config changes, which
-Lightning alone would restore from the checkpoint (callbacks/optimizer_settings.py)."""
+optimizer state against the optimizer, its training time against +trainer.max_time; and which
+optimizer settings the config changes, which Lightning alone would restore from the checkpoint
+(callbacks/optimizer_settings.py)."""
 
+from datetime import timedelta
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -86,6 +88,32 @@ def check_checkpoint_fits(model, ckpt_path: str | None, optimizer_keys: list[str
             "(leave out those that change it), or start a new run without resume= / ckpt_path"
         )
     return _optimizer_changes(model, checkpoint.get("optimizer_states") or [], optimizer_keys, ckpt_path)
+
+
+def check_time_left(trainer, ckpt_path: str | None) -> None:
+    """`+trainer.max_time` limits the whole run: Lightning's Timer keeps its count in the checkpoint.
+    A resume of a run that used it up ended at once with exit 0, having done nothing."""
+    from pytorch_lightning.callbacks import Timer
+
+    timers = [callback for callback in trainer.callbacks if isinstance(callback, Timer)]
+    if not timers or not ckpt_path or not Path(ckpt_path).is_file():
+        return
+    import torch
+
+    try:  # mmap: the header, not the tensors
+        checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
+        elapsed = float(checkpoint["callbacks"]["Timer"]["time_elapsed"]["train"])
+    except Exception:  # written without a time limit, or not loadable this way
+        return
+    limit = timers[0]._duration  # Lightning's name: seconds (None: no limit)
+    if limit is not None and elapsed >= limit:
+        raise SetupError(
+            f"trainer.max_time: the run has trained {timedelta(seconds=round(elapsed))} of its "
+            f"{timedelta(seconds=round(limit))} already ({ckpt_path}): a limit for the whole run, which a resume "
+            "keeps. "
+            "Fix: a larger +trainer.max_time=DD:HH:MM:SS (a job's own time limit needs none: the job saves and "
+            "requeues itself before it, README)"
+        )
 
 
 def _optimizer_changes(model, states: list, keys: list[str], ckpt_path: str) -> dict[int, dict]:
