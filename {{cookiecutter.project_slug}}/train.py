@@ -32,6 +32,10 @@ def main(cfg: DictConfig) -> None:
     except SetupError as error:  # found once the machine is known: GPUs, launcher, packages, data
         discard_refused_start(cfg.output_dir)  # a new run's directory; a resume's record of its overrides
         stop(str(error))
+    except KeyboardInterrupt:  # Ctrl-C before training began (once it has, Lightning and SaveOnStop handle it)
+        discard_refused_start(cfg.output_dir)  # this start trained nothing: as if refused
+        print("\nStopped by Ctrl-C before training began: nothing to save", file=sys.stderr)
+        sys.exit(130)
     end_process_group()
 
 

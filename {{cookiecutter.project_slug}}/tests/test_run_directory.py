@@ -510,6 +510,26 @@ class CtrlCWhileTesting(pl.Callback):
         os.kill(os.getpid(), signal.SIGINT)
 
 
+class CtrlCWhileStarting(pl.Callback):
+    """Test-only: Ctrl-C while the Trainer is built, before training begins."""
+
+    def __init__(self):
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_ctrl_c_before_training_begins_exits_130_and_leaves_nothing(tmp_path):
+    """Before: KeyboardInterrupt's traceback, and a run folder holding only its .hydra record."""
+    run = tmp_path / "run"
+    callback = f"+callbacks.interrupt._target_={__name__}.CtrlCWhileStarting"
+    stopped = subprocess.run(
+        [sys.executable, str(PROJECT / "train.py"), *FAST, f"output_dir={run}", callback],
+        cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert stopped.returncode == 130, stopped.stderr
+    assert stopped.stderr.strip().endswith("Stopped by Ctrl-C before training began: nothing to save"), stopped.stderr
+    assert "Traceback" not in stopped.stderr and not run.exists()
+
+
 def test_ctrl_c_while_testing_after_fit_exits_130(tmp_path):
     """Before: exit 1 (Lightning's own code for an interrupt), as after a crash."""
     run = tmp_path / "run"
