@@ -78,6 +78,10 @@ def check_arguments(argv: list[str]) -> None:
     modes = [f"--{name.replace('_', '-')}" for name in _ONE_MODE if getattr(args, name, None)]
     if len(modes) > 1:  # Hydra's ValueError, with a traceback
         raise SetupError(f"{' with '.join(modes)}: Hydra does one of these at a time. Fix: leave out all but one")
+    if args.cfg and not (args.config_name or args.config_path):  # prints the config: it must compose
+        register_resolvers()
+        _compose(_jobs(args.overrides, multirun=False)[0])  # a wrong choice or key: one line (values as given)
+        return
     if any(getattr(args, name, None) for name in _HYDRA_ONLY) or args.config_name or args.config_path:
         return
     check_overrides(args.overrides, args.multirun)
@@ -221,6 +225,12 @@ def _bad_key(error, overrides: list[str]) -> str:
         return f"{given}: {key} is already in the config. Fix: {given.lstrip('+')} (without +)"
     if "does not exist" in message or "Could not override" in message:
         return _no_such_key(key, given, overrides)
+    if "Ambiguous value for argument" in message:  # a,b without -m
+        key, _, value = given.lstrip("+~").partition("=")
+        return (
+            f"{given}: a comma lists values to sweep over (with -m) or the items of a list. Fix: {key}='{value}' "
+            f"(quoted) for text with a comma, {key}=[{value}] for a list, or -m to sweep"
+        )
     return f"{given}: {message}"
 
 
