@@ -137,6 +137,8 @@ BAD_VALUES = [
     (["seed=1", "--cfg", "job", "seed=2"], "Fix: the options first, then all overrides: python train.py --cfg job"),
     (["-m", "--cfg", "job"], "--multirun with --cfg: Hydra does one of these at a time. Fix: leave out all but one"),
     (["--cfg", "job", "model=resnet"], "model=resnet: no such choice of model; allowed: autoencoder, cnn"),
+    (["data.root="], "data.root='': a folder (where MNIST is, or is downloaded to), not a file. Fix: e.g. data.root"),
+    (["data.root=/etc/hostname"], "data.root=/etc/hostname: a folder (where MNIST is, or is downloaded to), not"),
     (["run_id=a,b"], "run_id=a,b: a comma lists values to sweep over (with -m) or the items of a list. Fix: run_id="),
     (["--cfg", "job", "trainer.max_epohcs=3"], "trainer.max_epohcs=3: no such key in the config. Fix: did you mean"),
     (["~nokey"], "~nokey: no such key in the config"),

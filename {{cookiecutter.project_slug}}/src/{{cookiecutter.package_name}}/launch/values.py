@@ -90,6 +90,11 @@ def _fits(name: str) -> bool:
     return len(name.encode()) <= 255  # a file name's limit on Linux file systems
 
 
+def folder(value) -> bool:
+    """A folder's path, which may not exist yet, but is not a file."""
+    return isinstance(value, str) and bool(value.strip()) and not Path(value).expanduser().is_file()
+
+
 def boolean_or_auto(value) -> bool:
     return isinstance(value, bool) or value == "auto"
 
@@ -174,6 +179,7 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     ("data.num_samples", positive_int, "an integer >= 1", "data.num_samples=8192"),
     ("data.num_classes", positive_int, "an integer >= 1", "data.num_classes=10"),
     ("data.image_shape", image_shape, IMAGE_SHAPE, "data.image_shape=[1,28,28]"),
+    ("data.root", folder, "a folder (where MNIST is, or is downloaded to), not a file", "data.root=data"),
     ("data.val_size", non_negative_int, "an integer >= 0 (images held out of the 60000)", "data.val_size=5000"),
     ("data.seed", _int, "an integer", "data.seed=0"),
     ("data.download", boolean, "true or false", "data.download=true"),
