@@ -13,6 +13,7 @@ The filters write answers into generated files through each format's own escapin
 import difflib
 import json
 import keyword
+import os
 import re
 import sys
 import unicodedata
@@ -137,9 +138,35 @@ def _check_command_line_keys(answers):
             _refuse(key, value, "not an answer of this template", fix)
 
 
+def _check_config_file_types(answers):
+    """cookiecutter turns a config file's answers into text after YAML has read them: `0123` became
+    83, `3.10` became 3.1 and `no` False, without a word."""
+    context = click.get_current_context(silent=True)
+    path = (context.params.get("config_file") if context else None) or os.environ.get("COOKIECUTTER_CONFIG")
+    if not path or not os.path.isfile(path):
+        return
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as file:
+            given = (yaml.safe_load(file) or {}).get("default_context") or {}
+    except (OSError, yaml.YAMLError, AttributeError):
+        return  # cookiecutter reports a file it cannot read
+    for key, value in given.items():
+        if key in answers and not key.startswith("_") and not isinstance(value, str):
+            _refuse(
+                key,
+                value,
+                f"{path} gives it as a YAML {type(value).__name__}, not as text (YAML reads 0123 as 83, 3.10 as "
+                "3.1, no as false)",
+                f'quote it there: {key}: "..."',
+            )
+
+
 def check_answers(answers):
     """Refuse the first wrong answer with one line; return '' (the value of __answers_checked)."""
     _check_command_line_keys(answers)
+    _check_config_file_types(answers)
     answers = {key: value if key.startswith("_") else str(value) for key, value in answers.items()}
     for key, allowed in answers["_choices"].items():
         if answers[key] not in allowed:

@@ -87,6 +87,28 @@ BAD_ANSWERS = [
 ]
 
 
+@pytest.mark.parametrize(
+    ("given", "line"),
+    [
+        ("slurm_account: 0123", "Error: slurm_account=83: "),  # YAML 1.1's octal
+        ("python_version: 3.10", "Error: python_version=3.1: "),
+        ("slurm_account: no", "Error: slurm_account=False: "),
+    ],
+)
+def test_a_config_files_answer_that_yaml_reads_as_no_text_is_refused(given, line, tmp_path):
+    """cookiecutter made text of them after YAML had read them: 0123 baked as account 83, silently."""
+    config = tmp_path / "config.yaml"
+    config.write_text(f"default_context:\n  {given}\n  full_name: Ann  # another template's answer: taken\n")
+    result = bake_cli(tmp_path / "out", "--config-file", str(config))
+    output = (result.stdout + result.stderr).strip()
+    assert result.returncode == 1 and output.startswith(line) and len(output.splitlines()) == 1, output
+    assert "gives it as a YAML" in output and "Fix: quote it there: " in output, output
+    assert not (tmp_path / "out").exists()
+    key, _, value = given.partition(": ")
+    config.write_text(f'default_context:\n  {key}: "{value}"\n')  # quoted: the text as typed
+    assert bake_cli(tmp_path / "out", "--config-file", str(config)).returncode == 0
+
+
 def test_answers_may_use_the_escapes_the_errors_name_and_earlier_answers(tmp_path):
     escaped = "literal {{ '{{' }}, {{ '{%' }} and {{ '{#' }}: {{ cookiecutter.project_name | upper }}"
     project = bake(tmp_path, description=escaped, package_name="{{ cookiecutter.project_slug | package_name }}x")
