@@ -76,6 +76,16 @@ def test_a_sweep_of_single_process_runs_on_this_machine(tmp_path):
     assert all("checkpoints/last.ckpt" in point["checkpoints"] for point in points)
 
 
+def test_a_sweep_whose_first_point_is_refused_leaves_nothing(tmp_path):
+    """Refused once its data is known (4 batches an epoch, validation every 50): one line, exit 2,
+    and no sweep folder holding only Hydra's multirun.yaml."""
+    result = run_sweep(*FAST, "trainer.accelerator=cpu", f"output_root={tmp_path}", "+trainer.val_check_interval=50,2")
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("ERROR: ")]
+    assert "trainer.val_check_interval=50: more than the 4 training batches" in line, line
+    assert not list(tmp_path.iterdir()), list(tmp_path.rglob("*"))
+
+
 def test_two_sweeps_started_in_one_second_get_their_own_directories(tmp_path):
     """The sweep directory was named by the second alone: two sweeps started together trained their
     points into the same folders. It now holds the process id too, as a single run's does."""

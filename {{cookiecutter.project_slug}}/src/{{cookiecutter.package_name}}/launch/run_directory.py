@@ -154,8 +154,18 @@ def this_start_subdir() -> str | None:
 
 
 def discard_refused_start(run_dir: str | os.PathLike) -> None:
-    """For a start refused once the run directory exists (train.py, on a SetupError)."""
+    """For a start refused once the run directory exists (train.py, on a SetupError); in a sweep
+    whose first point it is, the sweep's folder too (Hydra wrote multirun.yaml there already)."""
     _discard_this_start(Path(run_dir), this_start_subdir())
+    from hydra.core.hydra_config import HydraConfig
+
+    if global_rank() != 0 or not HydraConfig.initialized() or HydraConfig.get().mode.name != "MULTIRUN":
+        return
+    sweep = Path(HydraConfig.get().sweep.dir)
+    if sweep.is_dir() and [path.name for path in sweep.iterdir()] == ["multirun.yaml"]:
+        shutil.rmtree(sweep)
+        if not any(sweep.parent.iterdir()):  # <output_root>/multirun, made for it
+            sweep.parent.rmdir()
 
 
 def _discard_this_start(run_dir: Path, subdir: str | None) -> None:
