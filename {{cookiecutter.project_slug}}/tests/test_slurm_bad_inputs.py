@@ -69,6 +69,30 @@ def test_a_bad_argument_gets_one_line_and_no_script(argv, words, tmp_path, capsy
     assert not (tmp_path / "out").exists()
 
 
+def test_the_script_never_replaces_a_file_that_is_not_a_batch_script(tmp_path, capsys):
+    """`-o train.py` (or README.md, configs/train.yaml) replaced the project's own file with a script."""
+    mine = tmp_path / "train.py"
+    mine.write_text("print('my training code')\n")
+    assert slurm_main(["-o", str(mine), "cluster=puhti"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"ERROR: -o {mine}: a file that is not a batch script, which writing would replace.")
+    assert mine.read_text() == "print('my training code')\n"
+    script = tmp_path / "job.sh"
+    assert slurm_main(["-o", str(script), "cluster=puhti"]) == 0
+    assert slurm_main(["-o", str(script), "cluster=puhti", "nodes=2"]) == 0  # its own script: written again
+    assert "--nodes=2" in script.read_text()
+
+
+def test_submit_without_sbatch_gets_one_line_and_no_script(tmp_path, monkeypatch, capsys):
+    """Before: FileNotFoundError's traceback, with the script left in logs/."""
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))
+    monkeypatch.chdir(tmp_path)
+    assert slurm_main(["cluster=puhti", "gpus=1", "--submit"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("ERROR: --submit: sbatch is not on PATH") and "Fix: " in line
+    assert not list(tmp_path.iterdir())
+
+
 def test_the_command_line_prints_one_line_without_a_traceback(tmp_path):
     renderer = "{{ cookiecutter.package_name }}.slurm"
     result = subprocess.run(

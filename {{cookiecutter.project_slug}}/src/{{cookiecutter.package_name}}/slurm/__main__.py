@@ -8,6 +8,7 @@ python -m {{ cookiecutter.package_name }}.slurm --write-scripts      # re-render
 
 import argparse
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -92,6 +93,15 @@ def job_from(settings: list[str], train_overrides: list[str], command: str) -> J
     )
 
 
+def batch_script(path: Path) -> bool:
+    """A batch script (this command's, or another), which -o may write again."""
+    try:
+        with path.open(errors="replace") as file:
+            return "#SBATCH" in file.read(65536)
+    except OSError:
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
@@ -116,6 +126,16 @@ def main(argv: list[str] | None = None) -> int:
         reason = output and unwritable(output, folder=False)
         if reason:
             raise ProfileError(f"-o {output} {reason}. Fix: -o a file of yours, e.g. -o job.sh")
+        if output and output.is_file() and not batch_script(output):  # -o train.py replaced the project's own
+            raise ProfileError(
+                f"-o {output}: a file that is not a batch script, which writing would replace. Fix: -o a new "
+                "file, e.g. -o job.sh"
+            )
+        if args.submit and shutil.which("sbatch") is None:
+            raise ProfileError(
+                "--submit: sbatch is not on PATH (not a Slurm login node?). Fix: run this on the cluster, or "
+                "write the script with -o job.sh and submit it there with sbatch job.sh"
+            )
         # What train.py checks on the nodes, now: a wrong override would otherwise wait in the queue to fail.
         check_arguments(resume_overrides(train_arguments(job)))
         text = render(job).replace("THIS_SCRIPT", str(output) if output else "SCRIPT")
