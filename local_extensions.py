@@ -66,7 +66,43 @@ class AnswerError(FailedHookException):
 
 
 def _refuse(key, value, problem, fix):
-    raise AnswerError(f"Error: {key}={value!r}: {problem}. Fix: {fix}")
+    _fail(f"Error: {key}={value!r}: {problem}. Fix: {fix}")
+
+
+def _fail(message):
+    """The cookiecutter command prints an AnswerError as one line; cruft (`cruft create`, which the
+    generated README recommends) would show a traceback: there the line is printed here."""
+    if _caller("cruft.") is not None:
+        click.echo(message, err=True)
+        sys.exit(1)
+    raise AnswerError(message)
+
+
+def _caller(module, function=None):
+    """The local variables of the calling frame of `function` in `module` (a prefix when no
+    function is named), or None: what cookiecutter or cruft was asked, which they do not pass on."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if (name == module and frame.f_code.co_name == function) or (function is None and name.startswith(module)):
+            return frame.f_locals
+        frame = frame.f_back
+    return None
+
+
+def _asked(parameter):
+    """A parameter of the cookiecutter command, or of `cruft create` (None for `cruft update`, whose
+    answers are the project's stored ones)."""
+    context = click.get_current_context(silent=True)  # the cookiecutter command's, if run as one
+    if context is not None and parameter in context.params:
+        return context.params[parameter]
+    return (_caller("cruft._commands.create", "create") or {}).get(parameter)
+
+
+# cruft renders the stored answers as Jinja again at every `cruft diff` and `cruft update`: an
+# answer whose text holds these could never be updated (the escape {{ '{{' }} bakes, then fails).
+JINJA_MARKS = ("{{", "{%", "{#")
+NO_JINJA = "leave {{, {% and {# out of answers (cookiecutter and cruft read them as Jinja), e.g. write ( ) instead"
 
 
 def project_slug(name):
@@ -128,8 +164,7 @@ def _check_package(package):
 
 def _check_command_line_keys(answers):
     """cookiecutter drops a `key=value` whose key it does not know (a typo) without a word."""
-    context = click.get_current_context(silent=True)  # the cookiecutter command's, if run as one
-    given = context.params.get("extra_context") if context else None
+    given = _asked("extra_context")
     known = [key for key in answers if not key.startswith("_")]
     for key, value in (given if isinstance(given, dict) else {}).items():
         if key not in known:
@@ -141,8 +176,7 @@ def _check_command_line_keys(answers):
 def _check_config_file_types(answers):
     """cookiecutter turns a config file's answers into text after YAML has read them: `0123` became
     83, `3.10` became 3.1 and `no` False, without a word."""
-    context = click.get_current_context(silent=True)
-    path = (context.params.get("config_file") if context else None) or os.environ.get("COOKIECUTTER_CONFIG")
+    path = _asked("config_file") or os.environ.get("COOKIECUTTER_CONFIG")
     if not path or not os.path.isfile(path):
         return
     import yaml
@@ -175,6 +209,9 @@ def check_answers(answers):
             _refuse(key, answers[key], f"not one of {', '.join(allowed)}", fix)
     for key in ("project_name", "author", "description", "email", "slurm_account", "python_version"):
         _check_text(key, answers[key], required=key not in ("description", "email"))
+    for key, value in answers.items():
+        if not key.startswith("_") and any(mark in value for mark in JINJA_MARKS):
+            _refuse(key, value, "holds {{, {% or {#, which cruft would read as Jinja at every update", NO_JINJA)
     _check_slug(answers["project_slug"], answers["project_name"])
     _check_package(answers["package_name"])
     email = answers["email"]
@@ -240,10 +277,9 @@ class AnswerUndefined(StrictUndefined):
     cookiecutter's report with the whole context (its UndefinedError handler does not catch this)."""
 
     def _fail_with_undefined_error(self, *args, **kwargs):
-        raise AnswerError(
+        _fail(
             f"Error: an answer uses cookiecutter.{self._undefined_name}, which has no value then: not an answer "
-            "of this template, or one that comes after it. Fix: use only earlier answers, or write {{ '{{' }} "
-            "for a literal {{"
+            f"of this template, or one that comes after it. Fix: use only earlier answers, or {NO_JINJA}"
         )
 
 
@@ -288,17 +324,17 @@ class AnswersExtension(Extension):
         try:
             names = meta.find_undeclared_variables(self.environment.parse(source))
         except TemplateSyntaxError as error:
-            raise AnswerError(
+            _fail(
                 f"Error: the answer {source!r} is not valid Jinja ({error.message}), and cookiecutter renders "
-                "answers as Jinja. Fix: write {{ '{{' }}, {{ '{%' }} and {{ '{#' }} for a literal {{, {% and {#"
-            ) from None
+                f"answers as Jinja. Fix: {NO_JINJA}"
+            )
         finally:
             self._parsing = False
         unknown = names - {"cookiecutter"} - set(self.environment.globals)
         if unknown:
-            raise AnswerError(
+            _fail(
                 f"Error: the answer {source!r} uses {', '.join(sorted(unknown))}, which cookiecutter cannot fill "
-                "(it renders answers as Jinja). Fix: write {{ '{{' }} for a literal {{"
+                f"(it renders answers as Jinja). Fix: {NO_JINJA}"
             )
         if "\n" not in source:  # an answer (one line; hooks have more) or a default of cookiecutter.json
             self._check_plain(source)
@@ -306,9 +342,9 @@ class AnswersExtension(Extension):
 
     def _check_plain(self, source):
         if any(token == "comment_begin" for _line, token, _value in self.environment.lex(source)):
-            raise AnswerError(
+            _fail(
                 f"Error: the answer {source!r} holds {{#, which Jinja reads as the start of a comment and drops "
-                "with what follows. Fix: write {{ '{#' }} for a literal {#"
+                f"with what follows. Fix: {NO_JINJA}"
             )
         self._parsing = True
         try:
@@ -319,7 +355,7 @@ class AnswersExtension(Extension):
             if not isinstance(node, PLAIN_NODES) or (
                 isinstance(node, nodes.Filter) and node.name not in self.environment.filters
             ):
-                raise AnswerError(
+                _fail(
                     f"Error: the answer {source!r} holds a Jinja {type(node).__name__.lower()}, and cookiecutter "
-                    "renders answers as Jinja. Fix: write {{ '{{' }} and {{ '{%' }} for a literal {{ and {%"
+                    f"renders answers as Jinja. Fix: {NO_JINJA}"
                 )

@@ -83,3 +83,20 @@ def test_cruft_update_brings_a_template_change_and_keeps_the_projects_work(tmp_p
     cruft("check", cwd=project)
     # The upgraded project still works: its config tests, a small subset of its suite.
     run(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_configs.py", cwd=project)
+
+
+def test_cruft_create_refuses_a_wrong_answer_or_key_with_one_line(tmp_path):
+    """The README recommends `cruft create`: a wrong answer gave a rich traceback there (the one
+    line was the cookiecutter command's), and a misspelled key was dropped without a word."""
+    template = template_repo(tmp_path / "template")
+    for answers, line in [
+        ('{"cluster": "puhtii"}', "Error: cluster='puhtii': not one of local, puhti, mahti"),
+        ('{"clustr": "puhti"}', "Error: clustr='puhti': not an answer of this template. Fix: cluster=puhti"),
+    ]:
+        out = tmp_path / "out"
+        made = cruft(
+            "create", "--no-input", "--output-dir", out, "--extra-context", answers, template, cwd=tmp_path, expect=1
+        )
+        output = (made.stdout + made.stderr).strip()
+        assert output.startswith(line) and len(output.splitlines()) == 1, output
+        assert not out.exists()
