@@ -79,6 +79,22 @@ def test_every_script_has_the_promised_safety_lines(cluster):
         assert '"$@"' in text  # the script's arguments reach train.py
 
 
+def test_a_script_run_without_sbatch_says_so_in_one_line(tmp_path):
+    """`bash scripts/run-gpu1.sh` stopped with "SLURM_SUBMIT_DIR: unbound variable" (in an
+    allocation: SLURM_CPUS_PER_TASK), which never said to submit it."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SLURM_")}
+    for extra in ({}, {"SLURM_JOB_ID": "7", "SLURM_SUBMIT_DIR": str(tmp_path)}):  # by hand; in salloc without -c
+        ran = subprocess.run(
+            ["bash", str(PROJECT / "scripts" / "run-gpu1.sh"), "trainer.max_epochs=1"],
+            cwd=tmp_path, env=env | extra, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert ran.returncode == 2 and ran.stdout == "", ran.stderr
+        (line,) = ran.stderr.splitlines()
+        assert line.endswith("a Slurm batch script, whose #SBATCH lines only sbatch reads: submit it with sbatch "
+                             f"{PROJECT / 'scripts' / 'run-gpu1.sh'} [train.py overrides]"), line  # fmt: skip
+        assert not list(tmp_path.iterdir())
+
+
 def test_cluster_facts_reach_the_header():
     puhti = sbatch_lines(script("puhti", nodes=2))
     assert puhti[1:4] == [{{ ("--account=" ~ cookiecutter.slurm_account) | py_string }}, "--partition=gpu", "--nodes=2"]
