@@ -242,6 +242,31 @@ BAD_OVERRIDES = [
     ("benchmark.overhead", [*ONE_STEP, "foo=1"], "ERROR: foo=1: no such key in the config"),
     ("benchmark.scaling", [*ONE_STEP, "--processes=1,2", "trainer.precision=17"], "ERROR: trainer.precision=17: one"),
     ("benchmark.epoch_end", ["--epochs=3", "data.batch_sise=16"], "ERROR: data.batch_sise=16: no such key"),
+    # What the benchmarks themselves cannot run (before: the plain loop waited forever for a batch;
+    # tracebacks from every rank; a refusal after the plain way, or the first count, had trained)
+    (
+        "benchmark.__main__",
+        [*ONE_STEP, "data.num_samples=8", "data.batch_size=16", CPU],
+        "ERROR: data.batch_size=16: more than the 8 training samples",
+    ),
+    (
+        "benchmark.__main__",
+        [*ONE_STEP, "trainer.devices=2", CPU],
+        "ERROR: trainer.devices=2 x trainer.num_nodes=1: the",
+    ),
+    (
+        "benchmark.__main__",
+        [*ONE_STEP, "--compile=default", "strategy=fsdp2", CPU],
+        "ERROR: --compile default cannot be used with strategy=fsdp2",
+    ),
+    (
+        "benchmark.scaling",
+        [*ONE_STEP, "--processes=1,2", "data.num_samples=24", "data.batch_size=16", CPU],
+        "ERROR: data.batch_size=16: more than the 12 training samples that each of the 2 process(es) gets",
+    ),
+    ("benchmark.overhead", [*ONE_STEP, "data=mnist"], "ERROR: data=mnist: benchmark.overhead trains on synthetic"),
+    ("benchmark.overhead", [*ONE_STEP, "data.batch_size=4"], "ERROR: data.batch_size=4: benchmark.overhead sets it"),
+    ("benchmark.epoch_end", ["--epochs=3", "data=mnist"], "ERROR: data=mnist: benchmark.epoch_end trains on synthetic"),
 ]
 
 

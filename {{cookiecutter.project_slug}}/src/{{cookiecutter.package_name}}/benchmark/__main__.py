@@ -94,11 +94,42 @@ def compose_config(args: argparse.Namespace, world_size: int, local_world_size: 
     return checked_config([*defaults, *args.overrides, f"output_dir={output_dir}"])
 
 
+def check_benchmark_config(cfg, args: argparse.Namespace, world_size: int) -> None:
+    """What the benchmark itself cannot run, before either way trains: the processes are its own
+    (--processes), --compile must suit the strategy, and every process needs a full batch (else
+    the plain loop waited forever for one)."""
+    from hydra.utils import instantiate
+    from omegaconf import open_dict
+
+    from ..speed import check_speed
+
+    devices, nodes = cfg.trainer.devices, cfg.trainer.num_nodes
+    if isinstance(devices, int) and isinstance(nodes, int) and devices * nodes != world_size:
+        raise SetupError(
+            f"trainer.devices={devices} x trainer.num_nodes={nodes}: the benchmark starts {world_size} process(es) "
+            f"itself (--processes). Fix: --processes {devices * nodes} without trainer.devices / trainer.num_nodes"
+        )
+    if args.compile:
+        speed = cfg.speed.copy()
+        with open_dict(speed):
+            speed.compile = args.compile
+        try:
+            check_speed(speed, cfg.strategy)
+        except SetupError as error:
+            raise SetupError(str(error).replace(f"speed.compile={args.compile}", f"--compile {args.compile}").replace(
+                "Fix: speed.compile=false", "Fix: leave out --compile")) from None  # fmt: skip
+    instantiate(cfg.data).check_enough_for(world_size)
+
+
 def check_processes(args: argparse.Namespace) -> None:
     """Before torchrun starts --processes: the overrides are right, and each process gets a GPU."""
     import torch
 
+    from ..launch.checks import check_environment
+
     cfg = compose_config(args, args.processes, args.processes, tempfile.gettempdir())
+    check_environment(cfg)
+    check_benchmark_config(cfg, args, args.processes)  # once, here, not in every process torchrun starts
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if cfg.trainer.accelerator not in ("auto", "gpu", "cuda") or gpus == 0 or args.processes <= gpus:
         return
@@ -143,6 +174,7 @@ def benchmark(args: argparse.Namespace) -> int:
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     cfg = compose_config(args, world_size, local_world_size, tempfile.gettempdir())
     check_environment(cfg)  # what train.py refuses (a GPU-only strategy on a CPU, ...), before either way runs
+    check_benchmark_config(cfg, args, world_size)
     if {"plain", "plain-step"} & set(args.ways.split(",")):
         check_precision(cfg.trainer.precision)
     output_dir = tempfile.mkdtemp(prefix="benchmark-")

@@ -28,6 +28,7 @@ from omegaconf import open_dict
 
 from ..launch.command_line import stop
 from ..launch.errors import SetupError
+from . import check_synthetic_data
 from .lightning_path import without_validation
 
 
@@ -81,6 +82,7 @@ def epoch_end_config(args: argparse.Namespace, output_dir: str):
     from ..launch.checks import check_environment
     from ..launch.command_line import checked_config
 
+    check_synthetic_data(args.overrides, "benchmark.epoch_end", {"data.num_samples": "--batches"})
     cfg = checked_config(["data=synthetic", *args.overrides, f"output_dir={output_dir}"])
     check_environment(cfg)
     with open_dict(cfg):

@@ -47,6 +47,7 @@ from torch.nn import functional as F
 from ..hook_costs import cuda_availability_cached
 from ..launch.command_line import stop
 from ..launch.errors import SetupError
+from . import check_synthetic_data
 from .lightning_path import TimeSteps, timed_run
 from .measure import StepWindow
 from .plain import train_loader
@@ -138,6 +139,8 @@ def project_config(args: argparse.Namespace):
     from ..launch.checks import check_environment
     from ..launch.command_line import checked_config
 
+    sized_by = {"data.num_samples": "--steps and --warmup", "data.batch_size": "--batch-size"}
+    check_synthetic_data(args.overrides, "benchmark.overhead", sized_by)  # its other ways train on them too
     samples = (args.warmup + args.steps + 1) * args.batch_size
     defaults = ["data=synthetic", f"data.num_samples={samples}", f"data.batch_size={args.batch_size}", "model=cnn"]
     cfg = checked_config([*defaults, *args.overrides, f"output_dir={tempfile.gettempdir()}"])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..launch.command_line import stop
 from ..launch.errors import SetupError
-from .__main__ import compose_config
+from .__main__ import check_processes
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -60,8 +60,9 @@ def table(rows: list[tuple[int, float, int]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:  # the overrides once, before any run: one line, exit 2
-        compose_config(args, 1, 1, tempfile.gettempdir())
+    try:  # every count, before any run (a later one refused after the first had trained): one line, exit 2
+        for processes in args.processes:
+            check_processes(argparse.Namespace(**{**vars(args), "processes": processes, "compile": None}))
     except SetupError as error:
         stop(str(error))
     rows = []
