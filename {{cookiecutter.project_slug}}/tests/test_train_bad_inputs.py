@@ -417,6 +417,28 @@ def test_the_download_command_offline_says_what_else_to_do(tmp_path):
     line = result.stderr.strip().splitlines()[-1]
     assert line.startswith(f"ERROR: downloading MNIST into {tmp_path}/MNIST/raw failed ("), line
     assert "Fix: run this command where there is internet (a login node), or copy the files train-images" in line
+    assert not list(tmp_path.iterdir()), "the failed download left its empty folders"
+
+
+def test_the_download_command_takes_one_folder_it_can_write(tmp_path, capsys):
+    """Before: `--help` downloaded into ./--help, a file or /proc was blamed on the internet, '' meant here."""
+    from {{ cookiecutter.package_name }}.data.mnist import main
+
+    (tmp_path / "afile").write_text("")
+    for target, problem in [
+        (str(tmp_path / "afile"), "cannot be made: "),
+        ("/proc/no/such", "cannot be"),
+        ("", "is empty"),
+    ]:
+        assert main([target]) == 2
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line.startswith(f"ERROR: DIR={target!r} {problem}") and "Fix: a folder of yours" in line, line
+    with pytest.raises(SystemExit) as stopped:
+        main(["--help"])
+    assert stopped.value.code == 0 and "Download MNIST into DIR/MNIST/raw" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as stopped:
+        main(["a", "b"])  # before: b was dropped without a word
+    assert stopped.value.code == 2
 
 
 @pytest.mark.parametrize("given", ["missing", "plain.ckpt"])

@@ -6,6 +6,7 @@ Run `python -m {{ cookiecutter.package_name }}.data.mnist DIR` on a machine with
 (a login node) when the compute nodes have none.
 """
 
+import argparse
 import gzip
 import shutil
 import sys
@@ -175,11 +176,27 @@ class MNISTDataModule(ImageDataModule):
         return order[: self.val_size], order[self.val_size :]
 
 
-if __name__ == "__main__":
-    target = sys.argv[1] if len(sys.argv) > 1 else "data"
+def main(argv: list[str] | None = None) -> int:
+    """The download command, for a machine with internet (the training error names it)."""
+    from ..launch.paths import unwritable
+
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {__package__}.mnist",
+        description="Download MNIST into DIR/MNIST/raw, for `python train.py data.root=DIR`.",
+    )
+    parser.add_argument("root", nargs="?", default="data", metavar="DIR", help="the folder (default: data)")
+    target = parser.parse_args(argv).root
+    problem = "is empty" if not target.strip() else unwritable(Path(target) / "MNIST" / "raw", folder=True)
+    if problem:  # before: blamed on the internet, after making folders
+        print(f"ERROR: DIR={target!r} {problem}. Fix: a folder of yours, e.g. data", file=sys.stderr)
+        return 2
+    made = [path for path in (raw_dir(target), raw_dir(target).parent, Path(target)) if not path.exists()]
     try:
         download(target)
     except MNISTNotFoundError as error:  # this is the command the training error suggests: say what else to do
+        for path in made:  # the empty folders of a failed download
+            if path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
         reason = _reason(error.__cause__ or error)
         names = ", ".join(name for pair in FILES.values() for name in pair)
         print(
@@ -187,5 +204,10 @@ if __name__ == "__main__":
             f"is internet (a login node), or copy the files {names} (or their .gz) into {raw_dir(target)}",
             file=sys.stderr,
         )
-        sys.exit(2)
+        return 2
     print(f"MNIST is ready under {raw_dir(target)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
