@@ -450,8 +450,34 @@ def test_converting_what_is_not_a_deepspeed_checkpoint_stops_with_one_line(given
         main([str(tmp_path / given)])
     assert stopped.value.code == 2
     (line,) = capsys.readouterr().err.splitlines()
-    reason = "a file: a plain checkpoint already" if given.endswith(".ckpt") else "not a DeepSpeed checkpoint folder"
+    reason = "a file, not the folder of a DeepSpeed checkpoint" if given.endswith(".ckpt") else "no such file or folder"
     assert line.startswith(f"ERROR: {tmp_path / given}: {reason}") and "Fix: the .ckpt folder a DeepSpeed run" in line
+
+
+def test_converting_into_what_cannot_be_written_or_without_deepspeed_stops_with_one_line(tmp_path, capsys, monkeypatch):
+    """Before: a traceback from mkdir, or DeepSpeed's import error once the output folder was made."""
+    import importlib.util
+
+    from {{ cookiecutter.package_name }}.convert_zero_checkpoint import main
+
+    folder = tmp_path / "last.ckpt"
+    folder.mkdir()
+    (folder / "latest").write_text("global_step4")
+    (tmp_path / "afile").write_text("")
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "deepspeed" else find_spec(name, *a)
+    )
+    for output, words in [
+        (tmp_path / "afile" / "model.pt", "cannot be made: "),
+        (tmp_path / "new" / "model.pt", "ERROR: converting needs DeepSpeed, which is not installed here. Fix: "),
+    ]:
+        with pytest.raises(SystemExit) as stopped:
+            main([str(folder), str(output)])
+        assert stopped.value.code == 2
+        (line,) = capsys.readouterr().err.splitlines()
+        assert words in line and "Fix: " in line, line
+    assert not (tmp_path / "new").exists()
 
 
 def test_help_hides_bases_and_test_only_choices():
