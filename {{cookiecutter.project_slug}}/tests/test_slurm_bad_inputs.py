@@ -51,6 +51,7 @@ BAD_INPUTS = [
     (["cluster=puhti", "--", "trainer.max_epohcs=3"], "trainer.max_epohcs=3: no such key in the config"),
     (["cluster=puhti", "--", "resume=nowhere"], "resume=nowhere: no run was started there"),
     (["cluster=puhti", "--", "-m", "data.batch_size=16,32"], "-m: a batch script runs one training"),
+    (["--write-scripts", "cluster=lumi", "nodes=7"], "--write-scripts with cluster=lumi nodes=7"),
 ]
 
 

@@ -110,6 +110,13 @@ def main(argv: list[str] | None = None) -> int:
             if not argument.isprintable():
                 raise ProfileError(f"{argument!r}: arguments must be one line of printable text")
         if args.write_scripts:
+            ignored = [*args.settings, *(["-o"] if args.output else []), *(["--submit"] if args.submit else [])]
+            if ignored or args.train_overrides:  # before: rendered the usual scripts, the rest ignored
+                raise ProfileError(
+                    f"--write-scripts with {' '.join(ignored + args.train_overrides)}: it renders scripts/ from "
+                    "configs/slurm_scripts.yaml alone. Fix: change that file, or render one script without "
+                    "--write-scripts"
+                )
             for path in write_scripts():
                 print(f"wrote {path}")
             return 0
