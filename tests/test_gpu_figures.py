@@ -29,7 +29,8 @@ def test_the_summary_reads_what_the_commands_write(default_project, tmp_path):
             *data,
         ],
         "overhead": [*overhead, *short, f"--json={tmp_path}/overhead.json", CPU],
-        "epoch-end": ["-m", f"{package}.benchmark.epoch_end", "--epochs=3", "--batches=2", *data],
+        # (its data's size comes from --batches: data.num_samples is refused)
+        "epoch-end": ["-m", f"{package}.benchmark.epoch_end", "--epochs=3", "--batches=2", *data[1:]],
         "train-compiled": ["train.py", "data=synthetic", *data, "trainer.max_epochs=1", f"output_root={tmp_path}/runs"],
         "profile-overhead": [*overhead, *short, f"--profile={tmp_path}/profile-overhead", CPU],
     }
