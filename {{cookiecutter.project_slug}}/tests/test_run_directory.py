@@ -510,6 +510,12 @@ class CtrlCWhileTesting(pl.Callback):
         os.kill(os.getpid(), signal.SIGINT)
 
 
+def as_in_a_terminal() -> None:
+    """Ctrl-C as a terminal delivers it: where the tests run in the background (CI), SIGINT is
+    ignored, and Python then installs no KeyboardInterrupt for it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class CtrlCWhileStarting(pl.Callback):
     """Test-only: Ctrl-C while the Trainer is built, before training begins."""
 
@@ -524,6 +530,7 @@ def test_ctrl_c_before_training_begins_exits_130_and_leaves_nothing(tmp_path):
     stopped = subprocess.run(
         [sys.executable, str(PROJECT / "train.py"), *FAST, f"output_dir={run}", callback],
         cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=300,
+        preexec_fn=as_in_a_terminal,
     )  # fmt: skip
     assert stopped.returncode == 130, stopped.stderr
     assert stopped.stderr.strip().endswith("Stopped by Ctrl-C before training began: nothing to save"), stopped.stderr
@@ -538,6 +545,7 @@ def test_ctrl_c_while_testing_after_fit_exits_130(tmp_path):
     stopped = subprocess.run(
         [sys.executable, str(PROJECT / "train.py"), *overrides, callback],
         cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=300,
+        preexec_fn=as_in_a_terminal,
     )  # fmt: skip
     assert stopped.returncode == 130, stopped.stderr
     assert f"Stopped by Ctrl-C at step 4: newest {run / 'checkpoints'}" in stopped.stderr, stopped.stderr

@@ -198,7 +198,8 @@ def checkpoint_to_resume(ckpt_path: str | None, run_dir: Path, subdir: str | Non
             f"{shown(run_dir.parent)}: {_runs_with_checkpoints(run_dir.parent)}. "
             "Fix: resume=<one of those folders>, or drop ckpt_path=last to start fresh"
         )
-    elif ckpt_path in (None, "last") and newest and newest[1] < 0:  # (None: a requeue, resuming by itself)
+    elif ckpt_path in (None, "last") and newest and newest[1] < 0 and newest[0].is_file():  # (None: a requeue)
+        # a file only: a sharded checkpoint (a folder) has no step this can read; its strategy reads it
         problem = (
             f"{shown(newest[0])}, the newest checkpoint of {shown(run_dir)}, cannot be read (cut short, or not a "
             "checkpoint), and the run has no other. Fix: copy a good checkpoint of the run into "
