@@ -322,7 +322,8 @@ class AnswersExtension(Extension):
         # An answer, a default in cookiecutter.json, a file name or a hook.
         self._parsing = True
         try:
-            names = meta.find_undeclared_variables(self.environment.parse(source))
+            tree = self.environment.parse(source)
+            names = meta.find_undeclared_variables(tree)
         except TemplateSyntaxError as error:
             _fail(
                 f"Error: the answer {source!r} is not valid Jinja ({error.message}), and cookiecutter renders "
@@ -337,20 +338,15 @@ class AnswersExtension(Extension):
                 f"(it renders answers as Jinja). Fix: {NO_JINJA}"
             )
         if "\n" not in source:  # an answer (one line; hooks have more) or a default of cookiecutter.json
-            self._check_plain(source)
+            self._check_plain(source, tree)
         return source
 
-    def _check_plain(self, source):
+    def _check_plain(self, source, tree):
         if any(token == "comment_begin" for _line, token, _value in self.environment.lex(source)):
             _fail(
                 f"Error: the answer {source!r} holds {{#, which Jinja reads as the start of a comment and drops "
                 f"with what follows. Fix: {NO_JINJA}"
             )
-        self._parsing = True
-        try:
-            tree = self.environment.parse(source)
-        finally:
-            self._parsing = False
         for node in tree.find_all(nodes.Node):
             if not isinstance(node, PLAIN_NODES) or (
                 isinstance(node, nodes.Filter) and node.name not in self.environment.filters

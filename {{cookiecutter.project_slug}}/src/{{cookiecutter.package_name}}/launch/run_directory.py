@@ -81,7 +81,10 @@ def resume_overrides(argv: list[str]) -> list[str]:
     new = [arg for arg in argv if not arg.startswith("resume=")]
     mine = {"run_id", "output_root", "ckpt_path"}
     replaced = {_key(arg) for arg in new if "=" in arg or arg.startswith("~")} | mine
-    saved = [arg for arg in yaml.safe_load(_record_of_newest_checkpoint(run_dir, records).read_text()) or []]
+    from ..callbacks.checkpoints import newest_checkpoint
+
+    newest = newest_checkpoint(run_dir)  # read once, for both uses below
+    saved = [arg for arg in yaml.safe_load(_record_of_newest_checkpoint(newest, records).read_text()) or []]
     saved = [arg for arg in saved if _key(arg) not in replaced]
     place = {"output_root": str(run_dir.absolute().parent), "run_id": run_dir.name, "ckpt_path": "last"}
     _check_not_elsewhere(run_dir, [arg for arg in new if _key(arg) in mine], place)
@@ -93,21 +96,13 @@ def resume_overrides(argv: list[str]) -> list[str]:
             "Fix: leave out -m, or sweep with new runs from its checkpoint: -m ckpt_path="
             f"{shown(run_dir / 'checkpoints' / 'last.ckpt')} <overrides>"
         )
-    if _no_checkpoint_yet(run_dir):  # stopped before its first save: nothing to lose, start it again
+    if newest is None:  # stopped before its first save: nothing to lose, start it again
+        if global_rank() == 0:
+            print(f"resume={shown(run_dir)}: no checkpoint there yet, so the run starts again from its beginning, "
+                  "in its folder, with its settings", file=sys.stderr)  # fmt: skip
         place["ckpt_path"] = None
     placed = [f"{key}={'null' if value is None else _hydra_value(value)}" for key, value in place.items()]
     return [*options, *saved, *placed, *[arg for arg in new if arg not in options and _key(arg) not in mine]]
-
-
-def _no_checkpoint_yet(run_dir: Path) -> bool:
-    from ..callbacks.checkpoints import newest_checkpoint
-
-    if newest_checkpoint(run_dir) is not None:
-        return False
-    if global_rank() == 0:
-        print(f"resume={shown(run_dir)}: no checkpoint there yet, so the run starts again from its beginning, in its "
-              "folder, with its settings", file=sys.stderr)  # fmt: skip
-    return True
 
 
 def _check_not_elsewhere(run_dir: Path, given: list[str], place: dict[str, str]) -> None:
@@ -127,12 +122,9 @@ def _check_not_elsewhere(run_dir: Path, given: list[str], place: dict[str, str])
         )
 
 
-def _record_of_newest_checkpoint(run_dir: Path, records: list[Path]) -> Path:
+def _record_of_newest_checkpoint(newest: tuple[Path, int] | None, records: list[Path]) -> Path:
     """The config record of the last start that began before the newest checkpoint was written:
     the start that wrote it. Records are in the order of the starts."""
-    from ..callbacks.checkpoints import newest_checkpoint
-
-    newest = newest_checkpoint(run_dir)
     if newest is None:
         return records[-1]
     written = newest[0].stat().st_mtime
