@@ -262,7 +262,8 @@ BAD_OVERRIDES = [
     (
         "benchmark.scaling",
         [*ONE_STEP, "--processes=1,2", "data.num_samples=24", "data.batch_size=16", CPU],
-        "ERROR: data.batch_size=16: more than the 12 training samples that each of the 2 process(es) gets",
+        "ERROR: data.batch_size=16: more than the 12 training samples that each of the 2 process(es) gets (24 in "
+        "all), so nothing would train. Fix: data.batch_size=12 or less, fewer processes (--processes), or more data",
     ),
     ("benchmark.overhead", [*ONE_STEP, "data=mnist"], "ERROR: data=mnist: benchmark.overhead trains on synthetic"),
     ("benchmark.overhead", [*ONE_STEP, "data.batch_size=4"], "ERROR: data.batch_size=4: benchmark.overhead sets it"),

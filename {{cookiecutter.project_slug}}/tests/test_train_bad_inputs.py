@@ -493,7 +493,8 @@ def test_help_hides_bases_and_test_only_choices():
 STARTED = [
     (
         ["experiment=smoke", "data.num_samples=64", "data.batch_size=32", "trainer.devices=3"],
-        "data.batch_size=32: more than the 22 training samples that each of the 3 process(es) gets",
+        "data.batch_size=32: more than the 22 training samples that each of the 3 process(es) gets (64 in all), so "
+        "nothing would train. Fix: data.batch_size=22 or less, fewer processes (trainer.devices), or more data",
     ),
     (["data=mnist", "data.root={data}", "data.download=false"], "data.root={data}: MNIST is not under"),
     (["data=mnist", "data.root={small}", "data.val_size=300"], "data.val_size=300: holds out all 256 training images"),

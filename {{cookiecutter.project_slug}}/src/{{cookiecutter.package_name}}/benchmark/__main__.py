@@ -118,7 +118,7 @@ def check_benchmark_config(cfg, args: argparse.Namespace, world_size: int) -> No
         except SetupError as error:
             raise SetupError(str(error).replace(f"speed.compile={args.compile}", f"--compile {args.compile}").replace(
                 "Fix: speed.compile=false", "Fix: leave out --compile")) from None  # fmt: skip
-    instantiate(cfg.data).check_enough_for(world_size)
+    instantiate(cfg.data).check_enough_for(world_size, "--processes")
 
 
 def check_processes(args: argparse.Namespace) -> None:

@@ -55,9 +55,10 @@ class ImageDataModule(pl.LightningDataModule):
         per_process = -(-samples // processes)
         return per_process // self.batch_size if stage == "train" else -(-per_process // self.batch_size)
 
-    def check_enough_for(self, processes: int) -> None:
+    def check_enough_for(self, processes: int, processes_key: str = "trainer.devices") -> None:
         """Each process must get at least one full training batch (the last, partial one is
-        dropped): else Lightning says "No training batches", trains nothing and exits 0."""
+        dropped): else Lightning says "No training batches", trains nothing and exits 0.
+        `processes_key`: what sets the number of processes, for the fix (the benchmark's --processes)."""
         samples = self.train_samples()
         if samples is None:
             return
@@ -66,7 +67,7 @@ class ImageDataModule(pl.LightningDataModule):
             raise SetupError(
                 f"data.batch_size={self.batch_size}: more than the {per_process} training samples that each of the "
                 f"{processes} process(es) gets ({samples} in all), so nothing would train. Fix: "
-                f"data.batch_size={max(per_process, 1)} or less, fewer processes (trainer.devices), or more data"
+                f"data.batch_size={max(per_process, 1)} or less, fewer processes ({processes_key}), or more data"
             )
 
     def workers_for(self, dataset: Dataset) -> int:

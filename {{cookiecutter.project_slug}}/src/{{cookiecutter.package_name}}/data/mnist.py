@@ -148,14 +148,14 @@ class MNISTDataModule(ImageDataModule):
         labels = _find(self.root, FILES["test"][1])
         return count_idx(labels) if labels else 10000
 
-    def check_enough_for(self, processes: int) -> None:
+    def check_enough_for(self, processes: int, processes_key: str = "trainer.devices") -> None:
         total = self.train_samples() + self.val_size
         if self.val_size >= total:
             raise SetupError(
                 f"data.val_size={self.val_size}: holds out all {total} training images. "
                 f"Fix: data.val_size={total // 10} (a tenth), or less"
             )
-        super().check_enough_for(processes)
+        super().check_enough_for(processes, processes_key)
 
     def setup(self, stage: str):
         if self.in_memory:
