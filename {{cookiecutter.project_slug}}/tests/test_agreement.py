@@ -137,9 +137,12 @@ def test_two_processes_do_not_agree_at_every_step(tmp_path):
 @pytest.mark.slow
 def test_a_signal_to_one_rank_stops_both_at_the_same_step(tmp_path):
     """SIGTERM reaches rank 1 only: the ranks agree on it, both stop after the same step
-    (the other would wait for the first in the next all-reduce), rank 0 saves, exit 143."""
+    (the other would wait for the first in the next all-reduce), rank 0 saves, exit 143.
+    Rank 0's save takes 8 s: rank 1 must not leave before it ends (Lightning's launcher, like
+    torchrun and srun --kill-on-bad-exit, kills the others once one rank has exited non-zero,
+    and checks every 5 s: before, rank 0 was killed mid-save and the command exited 137)."""
     run = tmp_path / "run"
-    slow = record_saves(tmp_path / "saves.txt", seconds_per_step=0.2)
+    slow = record_saves(tmp_path / "saves.txt", seconds_per_step=0.2, stop_save_seconds=8)
     process = start_until_first_checkpoint(run, "strategy=ddp", "trainer.devices=2", "trainer.max_epochs=40", *slow)
     children = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
     # The train.py child: Open MPI's singleton init (Lightning's MPI detection, with mpi4py) may start a helper.

@@ -82,6 +82,10 @@ class SaveOnStop(pl.Callback):
         else:
             return
         wait_for_checkpoint_writes(trainer)  # every file asked for on disk before the line that names one
+        if isinstance(exception, SIGTERMException) and trainer.world_size > 1:
+            # Every rank is here (they agreed on the stop). None may leave before rank 0's save
+            # ends: Lightning's launcher, torchrun and srun kill the others once one has exited.
+            trainer.strategy.barrier("saved on stop")
         self.exit_code = EXIT_CODES[reason]
         if not trainer.is_global_zero:
             return
