@@ -345,6 +345,26 @@ def test_a_resume_of_a_run_that_used_up_its_max_time_stops_with_one_line(tmp_pat
     check_time_left(SimpleNamespace(callbacks=[]), str(checkpoint))  # no limit
 
 
+def test_a_resume_with_no_epochs_or_steps_left_stops_with_one_line(tmp_path):
+    """Fewer max_epochs than the run has trained: Lightning's traceback ("You restored a checkpoint
+    with current_epoch=4, but you have set Trainer(max_epochs=1)"); as many: exit 0, nothing done."""
+    from {{ cookiecutter.package_name }}.launch.resume_checks import check_epochs_left
+
+    checkpoint = tmp_path / "last.ckpt"
+    progress = {"ready": 5, "started": 5, "processed": 4, "completed": 4}  # stopped in its fifth epoch
+    state = {"global_step": 18, "loops": {"fit_loop": {"epoch_progress": {"current": progress}}}}
+    torch.save(state, checkpoint)
+    with pytest.raises(SetupError, match=r"^trainer.max_epochs=1: the run has trained 4 epoch\(s\), 18 step\(s\) "):
+        check_epochs_left(SimpleNamespace(max_epochs=1, max_steps=-1), str(checkpoint))
+    with pytest.raises(SetupError, match=r"^trainer.max_epochs=4: .* Fix: trainer.max_epochs=5 or more$"):
+        check_epochs_left(SimpleNamespace(max_epochs=4, max_steps=-1), str(checkpoint))
+    with pytest.raises(SetupError, match=r"^trainer.max_steps=18: .* Fix: trainer.max_steps=19 or more"):
+        check_epochs_left(SimpleNamespace(max_epochs=None, max_steps=18), str(checkpoint))
+    check_epochs_left(SimpleNamespace(max_epochs=5, max_steps=19), str(checkpoint))  # left: goes on
+    check_epochs_left(SimpleNamespace(max_epochs=-1, max_steps=-1), str(checkpoint))  # no limits
+    check_epochs_left(SimpleNamespace(max_epochs=1, max_steps=-1), None)  # a new run
+
+
 def test_a_relative_path_to_the_newest_checkpoint_is_that_checkpoint(tmp_path, monkeypatch):
     """`ckpt_path=../out/run/checkpoints/last.ckpt` was refused as another checkpoint than the newest."""
     run = tmp_path / "out" / "run"
@@ -576,3 +596,38 @@ def test_a_stop_mid_training_saves_and_exits_non_zero_with_the_resume_command(tm
     assert step_of(run / "checkpoints" / "last.ckpt") == epochs * 4
     steps = [int(s) for s in saves.read_text().split()]
     assert steps == sorted(steps), "global_step went back"
+
+
+def test_a_second_start_of_a_run_that_is_still_training_stops_with_one_line(tmp_path):
+    """Two resumes of one run at once: before, both trained, and each overwrote the other's
+    last.ckpt, one with an older step. The second now stops, changes nothing, and can start
+    once the first has ended (the lock goes with the process, also when it is killed)."""
+    run = tmp_path / "run"
+    process = start_until_first_checkpoint(run, "trainer.max_epochs=40", *record_saves(tmp_path / "s", 0.3))
+    before = snapshot(run / ".hydra")
+    second = train(f"resume={run}", "trainer.max_epochs=41")
+    assert second.returncode == 2, second.stderr
+    (line,) = [line for line in second.stderr.splitlines() if line.strip()][-1:]
+    assert line.startswith(f"ERROR: run directory {run} is in use: another start of this run is still training"), line
+    assert f"Fix: wait for it to end, or stop it and then `python train.py resume={run}`" in line
+    assert "Traceback" not in second.stderr and snapshot(run / ".hydra") == before
+    assert process.poll() is None, "the first start should train on"
+    process.kill()
+    process.communicate(timeout=60)
+    epochs = step_of(run / "checkpoints" / "last.ckpt") // 4 + 1  # 4 steps an epoch: one more
+    resumed = train(f"resume={run}", f"trainer.max_epochs={epochs}")
+    assert resumed.returncode == 0, resumed.stderr
+
+
+def test_the_run_directory_lock_is_skipped_where_the_file_system_has_none(tmp_path, monkeypatch):
+    """Some network file systems refuse flock: the start goes on unlocked, as before."""
+    import errno
+    import fcntl
+
+    from {{ cookiecutter.package_name }}.launch import run_directory
+
+    def no_locks(descriptor, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    assert run_directory.hold(tmp_path) and tmp_path.absolute() not in run_directory._held

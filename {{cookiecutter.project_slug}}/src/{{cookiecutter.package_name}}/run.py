@@ -21,8 +21,13 @@ from .hook_costs import (
 )
 from .launch.checks import check_environment, check_epoch_length
 from .launch.errors import SetupError
-from .launch.resume_checks import check_checkpoint_fits, check_checkpoint_format, check_time_left
-from .launch.run_directory import checkpoint_to_resume, this_start_subdir
+from .launch.resume_checks import (
+    check_checkpoint_fits,
+    check_checkpoint_format,
+    check_epochs_left,
+    check_time_left,
+)
+from .launch.run_directory import checkpoint_to_resume, release, this_start_subdir
 from .launch.warnings import quiet_benign_messages
 from .speed import compiled, set_matmul_precision, trains_on_gpu
 
@@ -91,7 +96,14 @@ def resume_from(cfg: DictConfig) -> str | None:
 def run(cfg: DictConfig) -> pl.Trainer:
     check_environment(cfg)
     quiet_benign_messages()
-    ckpt_path = resume_from(cfg)
+    ckpt_path = resume_from(cfg)  # from here rank 0 holds the run directory: no other start trains in it
+    try:
+        return train(cfg, ckpt_path)
+    finally:
+        release(Path(cfg.output_dir))
+
+
+def train(cfg: DictConfig, ckpt_path: str | None) -> pl.Trainer:
     check_checkpoint_format(ckpt_path, cfg.strategy)
     pl.seed_everything(cfg.seed, workers=True)
     datamodule = instantiate(cfg.data)
@@ -101,6 +113,7 @@ def run(cfg: DictConfig) -> pl.Trainer:
     changed = check_checkpoint_fits(model, ckpt_path, optimizer_settings(cfg))
     trainer = build_trainer(cfg)
     check_time_left(trainer, ckpt_path)
+    check_epochs_left(trainer, ckpt_path)
     if changed:  # a resume with other optimizer settings: Lightning would restore the old ones
         trainer.callbacks.append(OptimizerSettingsFromConfig(changed))
     ranks = processes(trainer)

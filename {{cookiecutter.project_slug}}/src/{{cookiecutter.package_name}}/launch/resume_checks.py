@@ -1,8 +1,8 @@
 """Whether the checkpoint a run starts from (a resume, ckpt_path=...) can be resumed by this
 config, checked before fit: its format against the strategy, its weights against the model, its
-optimizer state against the optimizer, its training time against +trainer.max_time; and which
-optimizer settings the config changes, which Lightning alone would restore from the checkpoint
-(callbacks/optimizer_settings.py)."""
+optimizer state against the optimizer, its training time and epochs against +trainer.max_time and
+trainer.max_epochs (max_steps); and which optimizer settings the config changes, which Lightning
+alone would restore from the checkpoint (callbacks/optimizer_settings.py)."""
 
 from datetime import timedelta
 from pathlib import Path
@@ -96,14 +96,11 @@ def check_time_left(trainer, ckpt_path: str | None) -> None:
     from pytorch_lightning.callbacks import Timer
 
     timers = [callback for callback in trainer.callbacks if isinstance(callback, Timer)]
-    if not timers or not ckpt_path or not Path(ckpt_path).is_file():
+    if not timers:
         return
-    import torch
-
-    try:  # mmap: the header, not the tensors
-        checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
-        elapsed = float(checkpoint["callbacks"]["Timer"]["time_elapsed"]["train"])
-    except Exception:  # written without a time limit, or not loadable this way
+    try:
+        elapsed = float(_saved_state(ckpt_path)["callbacks"]["Timer"]["time_elapsed"]["train"])
+    except (KeyError, TypeError, ValueError):  # written without a time limit, or not loadable this way
         return
     limit = timers[0]._duration  # Lightning's name: seconds (None: no limit)
     if limit is not None and elapsed >= limit:
@@ -114,6 +111,44 @@ def check_time_left(trainer, ckpt_path: str | None) -> None:
             "Fix: a larger +trainer.max_time=DD:HH:MM:SS (a job's own time limit needs none: the job saves and "
             "requeues itself before it, README)"
         )
+
+
+def check_epochs_left(trainer, ckpt_path: str | None) -> None:
+    """A resume whose trainer.max_epochs (or trainer.max_steps) the run has reached already: with
+    fewer epochs than trained, Lightning stopped with a traceback ("You restored a checkpoint
+    with current_epoch=4, but you have set Trainer(max_epochs=1)"); with as many, it trained
+    nothing and exited 0."""
+    state = _saved_state(ckpt_path)
+    try:
+        epochs = int(state["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"])  # mid-epoch: the done ones
+        steps = int(state["global_step"])
+    except (KeyError, TypeError, ValueError):
+        return
+    trained = f"the run has trained {epochs} epoch(s), {steps} step(s) already ({ckpt_path})"
+    max_epochs, max_steps = trainer.max_epochs, trainer.max_steps
+    if max_epochs not in (None, -1) and epochs >= max_epochs:
+        raise SetupError(
+            f"trainer.max_epochs={max_epochs}: {trained}, and a resume trains up to max_epochs in all. "
+            f"Fix: trainer.max_epochs={epochs + 1} or more"
+        )
+    if max_steps not in (None, -1) and steps >= max_steps:
+        raise SetupError(
+            f"trainer.max_steps={max_steps}: {trained}, and a resume trains up to max_steps in all. "
+            f"Fix: trainer.max_steps={steps + 1} or more, or trainer.max_steps=-1 (no limit)"
+        )
+
+
+def _saved_state(ckpt_path: str | None) -> dict:
+    """The checkpoint file's contents, its tensors mapped, not read ({} for a folder or a file
+    that does not load this way: the checks that use it then leave it to Lightning)."""
+    if not ckpt_path or not Path(ckpt_path).is_file():
+        return {}
+    import torch
+
+    try:
+        return torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:
+        return {}
 
 
 def _optimizer_changes(model, states: list, keys: list[str], ckpt_path: str) -> dict[int, dict]:

@@ -6,10 +6,15 @@
   it resumes from, the new ones on top (a later start that failed before it saved anything
   changed nothing); the run's first `.hydra/` stays as it was, and every resume records its
   own config in `.hydra/resumes/<time>/`.
+- One process at a time: a start holds a lock on its run directory while it lives, and a
+  second start of the same run (two resumes at once) is refused; before, each overwrote the
+  other's last.ckpt, one of them with an older step.
 - A refused start leaves nothing behind (no empty run directory, no `.hydra/resumes/<time>`,
   whose overrides the next `resume=` would otherwise take as the run's).
 """
 
+import errno
+import fcntl
 import os
 import re
 import shlex
@@ -24,6 +29,7 @@ from .environment import global_rank, restarted
 from .errors import SetupError
 
 _subdirs: dict[str, str] = {}  # run dir -> this start's config folder (resolved more than once)
+_held: dict[Path, int] = {}  # run dir -> the open descriptor that holds its lock, while this process lives
 
 
 def shown(path: Path) -> str:
@@ -175,6 +181,13 @@ def checkpoint_to_resume(ckpt_path: str | None, run_dir: Path, subdir: str | Non
     would overwrite or roll back a run's work. `subdir`: this start's Hydra output subdir."""
     from ..callbacks.checkpoints import newest_checkpoint, remove_partial_files
 
+    if global_rank() == 0 and not hold(run_dir):
+        _discard_this_start(run_dir, subdir)
+        raise SetupError(
+            f"run directory {shown(run_dir)} is in use: another start of this run is still training in it "
+            "(two at once would overwrite each other's checkpoints). Fix: wait for it to end, or stop it and then "
+            f"`{resume_command(run_dir)}`; or start a new run with another run_id=..."
+        )
     newest = newest_checkpoint(run_dir)
     resume = resume_command(run_dir)
     problem = None
@@ -204,6 +217,7 @@ def checkpoint_to_resume(ckpt_path: str | None, run_dir: Path, subdir: str | Non
             f"Fix: start a new run from it with another run_id=..., or `{resume}`"
         )
     if problem:
+        release(run_dir)
         _discard_this_start(run_dir, subdir)
         raise SetupError(problem)
     if global_rank() == 0:
@@ -211,3 +225,26 @@ def checkpoint_to_resume(ckpt_path: str | None, run_dir: Path, subdir: str | Non
     if ckpt_path not in (None, "last"):
         return ckpt_path
     return str(newest[0]) if newest else None
+
+
+def hold(run_dir: Path) -> bool:
+    """Lock the run directory until release() (run.py: when training ends) or this process ends,
+    also when it is killed. False: another process holds it. Where the file system has no such
+    locks (some network file systems), nothing is locked and the start goes on."""
+    run_dir = run_dir.absolute()
+    if run_dir in _held or not run_dir.is_dir():
+        return True
+    descriptor = os.open(run_dir, os.O_RDONLY)  # not inherited by the processes this one starts
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        os.close(descriptor)
+        return error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN)
+    _held[run_dir] = descriptor
+    return True
+
+
+def release(run_dir: str | os.PathLike) -> None:
+    descriptor = _held.pop(Path(run_dir).absolute(), None)
+    if descriptor is not None:
+        os.close(descriptor)  # and with it the lock
