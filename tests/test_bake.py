@@ -36,8 +36,15 @@ def test_template_tooling_is_ruff_clean():
     assert_ruff_clean(TEMPLATE)  # hooks/ and tests/; the Jinja project directory is excluded
 
 
-def test_default_bake_is_ruff_clean(default_project):
+def test_default_bake_is_ruff_clean(default_project, tmp_path):
     assert_ruff_clean(default_project)
+    # Not yet a git repository, after a DeepSpeed run: its checkpoints hold DeepSpeed's own scripts.
+    project = tmp_path / default_project.name
+    shutil.copytree(default_project, project, ignore=shutil.ignore_patterns(".git"))
+    scripts = project / "outputs" / "run" / "checkpoints" / "last.ckpt"
+    scripts.mkdir(parents=True)
+    (scripts / "zero_to_fp32.py").write_text("import os, sys\nx=1 ;\n")
+    assert_ruff_clean(project)
 
 
 ANSWER_SETS = (
