@@ -45,6 +45,8 @@ def test_default_bake_is_ruff_clean(default_project, tmp_path):
     scripts.mkdir(parents=True)
     (scripts / "zero_to_fp32.py").write_text("import os, sys\nx=1 ;\n")
     assert_ruff_clean(project)
+    checked = ruff(project, "check", "--show-files", ".").stdout
+    assert "zero_to_fp32.py" not in checked and f"/{project.name.replace('-', '_')}/data/" in checked, checked
 
 
 ANSWER_SETS = (
