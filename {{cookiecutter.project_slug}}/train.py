@@ -24,10 +24,10 @@ register_resolvers()  # ${default_run_id:} etc., needed before Hydra reads the c
 
 @hydra.main(config_path="configs", config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    # Imported here, not at the top: `--help` and `--cfg job` then never load torch.
-    from {{ cookiecutter.package_name }}.run import run
-
     try:
+        # Imported here, not at the top: `--help` and `--cfg job` then never load torch.
+        from {{ cookiecutter.package_name }}.run import run
+
         run(cfg)
     except SetupError as error:  # found once the machine is known: GPUs, launcher, packages, data
         discard_refused_start(cfg.output_dir)  # a new run's directory; a resume's record of its overrides
@@ -57,8 +57,12 @@ def expand_resume(argv: list[str]) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.argv[1:] = expand_resume(sys.argv[1:])
-    # On a known cluster (SLURM_CLUSTER_NAME or the host name) its profile is the default.
-    sys.argv[1:] = add_detected_cluster(sys.argv[1:])
-    check_command_line(sys.argv[1:])  # a wrong choice or value: one line, exit 2, nothing made
-    main()
+    try:
+        sys.argv[1:] = expand_resume(sys.argv[1:])
+        # On a known cluster (SLURM_CLUSTER_NAME or the host name) its profile is the default.
+        sys.argv[1:] = add_detected_cluster(sys.argv[1:])
+        check_command_line(sys.argv[1:])  # a wrong choice or value: one line, exit 2, nothing made
+        main()
+    except KeyboardInterrupt:  # Ctrl-C outside main's own handler: while the config is read and checked
+        print("\nStopped by Ctrl-C", file=sys.stderr)
+        sys.exit(130)

@@ -557,6 +557,34 @@ def test_ctrl_c_before_training_begins_exits_130_and_leaves_nothing(tmp_path):
     assert "Traceback" not in stopped.stderr and not run.exists()
 
 
+# train.py, with Ctrl-C as the training code is imported (about 5 s of torch and Lightning).
+CTRL_C_WHILE_IMPORTING = """
+import builtins, os, runpy, signal, sys
+real_import = builtins.__import__
+def interrupted(name, *args, **kwargs):
+    if name == "{{ cookiecutter.package_name }}.run":
+        builtins.__import__ = real_import
+        os.kill(os.getpid(), signal.SIGINT)
+    return real_import(name, *args, **kwargs)
+builtins.__import__ = interrupted
+sys.argv[0] = "train.py"
+runpy.run_path("train.py", run_name="__main__")
+"""
+
+
+def test_ctrl_c_while_the_training_code_is_imported_exits_130_and_leaves_nothing(tmp_path):
+    """Before: KeyboardInterrupt's traceback, and a run folder holding only its .hydra record."""
+    run = tmp_path / "run"
+    stopped = subprocess.run(
+        [sys.executable, "-c", CTRL_C_WHILE_IMPORTING, *FAST, f"output_dir={run}"],
+        cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=300,
+        preexec_fn=as_in_a_terminal,
+    )  # fmt: skip
+    assert stopped.returncode == 130, stopped.stderr
+    assert stopped.stderr.strip().endswith("Stopped by Ctrl-C before training began: nothing to save"), stopped.stderr
+    assert "Traceback" not in stopped.stderr and not run.exists()
+
+
 def test_ctrl_c_while_testing_after_fit_exits_130(tmp_path):
     """Before: exit 1 (Lightning's own code for an interrupt), as after a crash."""
     run = tmp_path / "run"
