@@ -144,3 +144,18 @@ def test_the_rendered_scripts_cpus_reach_the_workers(no_launcher):
     (cpus,) = [line.split("=")[1] for line in header if line.startswith("#SBATCH --cpus-per-task=")]
     no_launcher.setenv("SLURM_CPUS_PER_TASK", cpus)
     assert workers.resolve_workers("auto", per_sample=True, processes_per_node=4) == int(cpus) - 1 == 9
+
+
+@pytest.mark.parametrize(("num_workers", "said"), [("auto", "no DataLoader workers"), (2, "by 2 loader worker(s)")])
+def test_the_start_says_how_in_memory_data_is_loaded(num_workers, said, monkeypatch):
+    """It said "no DataLoader workers" also where data.num_workers=2 had started two."""
+    from {{ cookiecutter.package_name }}.data import base
+
+    lines = []
+    monkeypatch.setattr(base, "rank_zero_info", lines.append)
+    data = SyntheticDataModule(num_samples=64, batch_size=8, num_workers=num_workers)
+    data.setup("fit")
+    loader = data.train_dataloader()
+    assert loader.num_workers == (2 if num_workers == 2 else 0)
+    (line,) = lines
+    assert line.startswith("Training data: in memory, a batch per indexing operation") and said in line, line

@@ -100,6 +100,8 @@ class ImageDataModule(pl.LightningDataModule):
         # Said once at the start, so that nobody has to wonder about (or "fix") 0 workers.
         if isinstance(dataset, InMemoryImages):
             where = "GPU memory" if dataset.images.is_cuda else "memory"
+            if workers:  # asked for (data.num_workers=N), on the CPU
+                return f"in {where}, a batch per indexing operation, by {workers} loader worker(s) per process"
             return f"in {where}, a batch per indexing operation: no DataLoader workers (nothing to do for them)"
         return f"read sample by sample by {workers} loader worker(s) per process (data.num_workers={self.num_workers})"
 
