@@ -1,4 +1,5 @@
-"""Does the Slurm allocation match what the Trainer expects? Checked before training starts.
+"""Does the Slurm allocation (or torchrun's processes) match what the Trainer expects? Checked
+before training starts.
 
 A mismatch otherwise hangs: Lightning waits at "Initializing distributed" for ranks that
 were never started (or starts more than the allocation holds). Each message names the
@@ -22,6 +23,8 @@ def check_topology(
     devices, num_nodes, accelerator: str, visible_gpus: int, env: Mapping[str, str] = os.environ
 ) -> None:
     """devices/num_nodes: the Trainer's; visible_gpus: torch.cuda.device_count() in this process."""
+    if "TORCHELASTIC_RUN_ID" in env and "SLURM_JOB_ID" not in env and isinstance(devices, int):
+        _check_torchrun(devices, num_nodes, env)  # torchrun outside Slurm (Lightning's traceback before)
     if "SLURM_JOB_ID" not in env or not isinstance(devices, int):
         return  # not in a Slurm job, or devices given as a list / "auto": nothing to compare
     if "HOROVOD_RANK" in env or "OMPI_COMM_WORLD_SIZE" in env:
@@ -80,5 +83,6 @@ def _check_torchrun(devices: int, num_nodes: int, env: Mapping[str, str]) -> Non
     if nodes != num_nodes:
         raise SetupError(
             f"torchrun runs on {nodes} node(s), but the Trainer expects num_nodes={num_nodes}.\n"
-            f"Fix: `#SBATCH --nodes={num_nodes}` (torchrun --nnodes follows it), or cluster.num_nodes={nodes}."
+            f"Fix: torchrun --nnodes={num_nodes} (in a Slurm job: `#SBATCH --nodes={num_nodes}`, which it follows), "
+            f"or cluster.num_nodes={nodes}."
         )
