@@ -54,7 +54,8 @@ def test_torchrun_mismatch_outside_slurm():
     """Before: Lightning's traceback ("... does not match the world size (2)")."""
     env = {"TORCHELASTIC_RUN_ID": "7", "LOCAL_WORLD_SIZE": "2", "WORLD_SIZE": "2"}
     check_topology(2, 1, "cpu", 0, env)
-    with pytest.raises(SetupError, match=r"torchrun started 2 process\(es\) per node, but the Trainer expects devices=1"):
+    expected = r"torchrun started 2 process\(es\) per node, but the Trainer expects devices=1\."
+    with pytest.raises(SetupError, match=expected):
         check_topology(1, 1, "cpu", 0, env)
     with pytest.raises(SetupError, match="Fix: torchrun --nnodes=2 "):
         check_topology(2, 2, "cpu", 0, env)
