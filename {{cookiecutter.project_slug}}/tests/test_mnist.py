@@ -85,12 +85,17 @@ def test_missing_files_explain_the_fix(tmp_path):
         data.setup("fit")
 
 
-def test_offline_download_explains_the_fix(tmp_path, monkeypatch):
+def test_offline_download_explains_the_fix_and_leaves_no_empty_folders(tmp_path, monkeypatch):
+    """train.py's download left an empty data/MNIST/raw behind (the download command did not)."""
+    import os
+
     import torchvision.datasets
 
-    def no_network(*args, **kwargs):
+    def no_network(self):
+        os.makedirs(self.raw_folder, exist_ok=True)  # as torchvision's download does first
         raise OSError("Network is unreachable")
 
     monkeypatch.setattr(torchvision.datasets.MNIST, "download", no_network)
     with pytest.raises(MNISTNotFoundError, match="(?s)Network is unreachable.*no internet"):
-        MNISTDataModule(root=str(tmp_path), download=True).prepare_data()
+        MNISTDataModule(root=str(tmp_path / "data"), download=True).prepare_data()
+    assert not (tmp_path / "data").exists()

@@ -74,6 +74,7 @@ def test_a_sweep_of_single_process_runs_on_this_machine(tmp_path):
     assert [point["overrides"][-1] for point in points] == ["seed=1", "seed=2"]
     assert len({point["directory"] for point in points}) == 2
     assert all("checkpoints/last.ckpt" in point["checkpoints"] for point in points)
+    assert all(point["slurm_job"] is None for point in points)  # no Slurm here (it gave the point's number)
 
 
 def test_a_sweep_whose_first_point_is_refused_leaves_nothing(tmp_path):

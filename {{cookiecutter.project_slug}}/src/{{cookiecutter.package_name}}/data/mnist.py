@@ -58,10 +58,14 @@ def download(root: str | Path) -> None:
     """Fetch MNIST with torchvision (checksummed mirrors); explain what to do when offline."""
     from torchvision.datasets import MNIST  # only needed for the download
 
+    made = [path for path in (raw_dir(root), raw_dir(root).parent, Path(root).expanduser()) if not path.exists()]
     try:
         for train in (True, False):
             MNIST(str(Path(root).expanduser()), train=train, download=True)
     except Exception as error:  # URLError, socket timeouts, HTTP errors, ...
+        for path in made:  # the empty folders of a failed download (torchvision makes them first)
+            if path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
         raise MNISTNotFoundError(
             f"data.root={root}: MNIST is not under {raw_dir(root)} and downloading it failed ({_reason(error)}). "
             + _how_to_fix(root)
@@ -190,13 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     if problem:  # before: blamed on the internet, after making folders
         print(f"ERROR: DIR={target!r} {problem}. Fix: a folder of yours, e.g. data", file=sys.stderr)
         return 2
-    made = [path for path in (raw_dir(target), raw_dir(target).parent, Path(target)) if not path.exists()]
     try:
         download(target)
     except MNISTNotFoundError as error:  # this is the command the training error suggests: say what else to do
-        for path in made:  # the empty folders of a failed download
-            if path.is_dir() and not any(path.iterdir()):
-                path.rmdir()
         reason = _reason(error.__cause__ or error)
         names = ", ".join(name for pair in FILES.values() for name in pair)
         print(

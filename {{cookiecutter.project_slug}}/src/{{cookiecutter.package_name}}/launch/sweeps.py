@@ -50,7 +50,8 @@ def point_summary(directory: Path) -> dict:
         "num": hydra["job"]["num"],
         "overrides": hydra["overrides"]["task"],
         "directory": str(directory),
-        "slurm_job": hydra["job"].get("id"),
+        # Hydra's job id: Slurm's under hydra/launcher=slurm, else only the point's number
+        "slurm_job": hydra["job"].get("id") if hydra["runtime"]["choices"].get("hydra/launcher") == "slurm" else None,
         "checkpoints": checkpoints,
         "finished": any(Path(path).name == "last.ckpt" for path in checkpoints),
     }
