@@ -71,6 +71,23 @@ def test_missing_deepspeed_json_names_the_override(tmp_path):
         check_strategy(strategy, cuda_available=True)
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"gradient_accumulation_steps": 4}', r"sets gradient_accumulation_steps, (?s:.*)accumulate_grad_batches=4"),
+        ('{"zero_optimization": ', r"is not JSON that can be read \(Expecting value"),
+        ("[1, 2]", r"holds a JSON list, not an object of DeepSpeed settings"),
+    ],
+)
+def test_a_deepspeed_json_that_would_be_refused_later_stops_with_one_line(content, message, tmp_path):
+    """Before: DeepSpeed's or Lightning's traceback from every process once training had begun."""
+    config = tmp_path / "ds_config.json"
+    config.write_text(content)
+    strategy = json_only(strategy_config("deepspeed_json", f"strategy.instance.config={config}"))
+    with pytest.raises(SetupError, match=r"^strategy=deepspeed_json: .*" + message):
+        check_strategy(strategy, cuda_available=True)
+
+
 def test_shipped_deepspeed_json_is_found():
     check_strategy(json_only(strategy_config("deepspeed_json")), cuda_available=True)  # run from the project root
 

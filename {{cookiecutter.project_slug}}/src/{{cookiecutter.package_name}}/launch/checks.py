@@ -4,6 +4,7 @@ with a message that says how to fix them (instead of a traceback, or a hang late
 
 import importlib
 import importlib.util
+import json
 import os
 import re
 from pathlib import Path
@@ -73,6 +74,30 @@ def check_strategy(strategy: DictConfig, cuda_available: bool) -> None:
         raise SetupError(
             f"strategy={name}: the config file {config_file} does not exist (relative to {Path.cwd()}).\n"
             f"Fix: strategy.instance.config=path/to/ds_config.json"
+        )
+    if isinstance(config_file, str):
+        _check_deepspeed_json(name, config_file)
+
+
+def _check_deepspeed_json(name: str, config_file: str) -> None:
+    """What DeepSpeed or Lightning would refuse in the JSON once the processes had started (tracebacks)."""
+    try:
+        settings = json.loads(Path(config_file).read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise SetupError(
+            f"strategy={name}: the config file {config_file} is not JSON that can be read ({error}).\n"
+            "Fix: a DeepSpeed config (configs/deepspeed/ds_config.json shows one)"
+        ) from None
+    if not isinstance(settings, dict):
+        raise SetupError(
+            f"strategy={name}: the config file {config_file} holds a JSON {type(settings).__name__}, not an object "
+            "of DeepSpeed settings.\nFix: a DeepSpeed config (configs/deepspeed/ds_config.json shows one)"
+        )
+    if "gradient_accumulation_steps" in settings:
+        raise SetupError(
+            f"strategy={name}: {config_file} sets gradient_accumulation_steps, which Lightning sets itself "
+            f"(and refuses there).\nFix: remove it from the file; trainer.accumulate_grad_batches="
+            f"{settings['gradient_accumulation_steps']} instead"
         )
 
 
