@@ -9,14 +9,15 @@ python train.py --help                             # every option group and choi
 """
 
 import sys
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
 from {{ cookiecutter.package_name }}.launch.command_line import check_command_line, stop
 from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
-from {{ cookiecutter.package_name }}.launch.errors import SetupError
-from {{ cookiecutter.package_name }}.launch.run_directory import discard_refused_start, resume_overrides
+from {{ cookiecutter.package_name }}.launch.errors import CheckpointNotWritten, SetupError
+from {{ cookiecutter.package_name }}.launch.run_directory import discard_refused_start, resume_command, resume_overrides
 from {{ cookiecutter.package_name }}.slurm.profiles import add_detected_cluster
 
 register_resolvers()  # ${default_run_id:} etc., needed before Hydra reads the configs
@@ -36,6 +37,10 @@ def main(cfg: DictConfig) -> None:
         discard_refused_start(cfg.output_dir)  # this start trained nothing: as if refused
         print("\nStopped by Ctrl-C before training began: nothing to save", file=sys.stderr)
         sys.exit(130)
+    except CheckpointNotWritten as error:  # the run's earlier checkpoints are whole
+        resume = resume_command(Path(cfg.output_dir))
+        stop(f"{error}. The checkpoints written before it are whole. Fix: free space (or write access), then {resume}",
+             code=1)  # fmt: skip
     end_process_group()
 
 

@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 
 from {{ cookiecutter.package_name }}.callbacks.checkpoints import ForwardOnlyCheckpointIO, newest_checkpoint
 from {{ cookiecutter.package_name }}.launch import environment
-from {{ cookiecutter.package_name }}.launch.errors import SetupError
+from {{ cookiecutter.package_name }}.launch.errors import CheckpointNotWritten, SetupError
 from {{ cookiecutter.package_name }}.launch.run_directory import checkpoint_to_resume
 
 from tests.helpers import (
@@ -659,3 +659,50 @@ def test_the_run_directory_lock_is_skipped_where_the_file_system_has_none(tmp_pa
 
     monkeypatch.setattr(fcntl, "flock", no_locks)
     assert run_directory.hold(tmp_path) and tmp_path.absolute() not in run_directory._held
+
+
+# ------------------------------------------------------------------ a checkpoint that cannot be written
+
+
+def disk_full_save(*args, **kwargs):
+    """torch.save on a full disk: its writer's RuntimeError, ENOSPC in the chain."""
+    try:
+        raise OSError(28, "No space left on device")
+    except OSError:
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 9685504 vs 9685392") from None
+
+
+class DiskFullFromStep(pl.Callback):
+    """Test-only: every checkpoint write from a training step on fails as on a full disk."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step >= self.step:
+            torch.save = disk_full_save
+
+
+def test_a_checkpoint_that_cannot_be_written_leaves_the_earlier_whole_and_no_partial_file(tmp_path, monkeypatch):
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    io = ForwardOnlyCheckpointIO()
+    io.save_checkpoint({"global_step": 4}, last)
+    monkeypatch.setattr(torch, "save", lambda checkpoint, file: (file.write(b"half"), disk_full_save()))
+    with pytest.raises(CheckpointNotWritten, match=r"last.ckpt could not be written at step 8: No space left on dev"):
+        io.save_checkpoint({"global_step": 8}, last)
+    assert step_of(last) == 4 and sorted(p.name for p in last.parent.iterdir()) == ["last.ckpt"]
+
+
+def test_train_py_stops_with_one_line_where_a_checkpoint_cannot_be_written(tmp_path):
+    """Before: a traceback ending in "unexpected pos", no resume command, and a .partial file
+    that kept the disk full."""
+    run = tmp_path / "run"
+    failing = [f"+callbacks.disk_full._target_={__name__}.DiskFullFromStep", "+callbacks.disk_full.step=5"]
+    result = train(f"output_dir={run}", "trainer.max_epochs=3", *failing)
+    assert result.returncode == 1, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"ERROR: {run / 'checkpoints'}/") and " could not be written at step 8: No space " in line
+    assert line.endswith(f"The checkpoints written before it are whole. Fix: free space (or write access), then "
+                         f"python train.py resume={run}"), line  # fmt: skip
+    assert "Traceback" not in result.stderr and step_of(run / "checkpoints" / "last.ckpt") == 4
+    assert not list(run.rglob("*.partial"))

@@ -21,6 +21,7 @@ from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.utilities import rank_zero_warn
 
+from ..launch.errors import CheckpointNotWritten
 from .agreement import AgreedFlag
 
 PARTIAL = ".partial"
@@ -124,19 +125,32 @@ class ForwardOnlyCheckpointIO(TorchCheckpointIO):
             return
         if arrived is not None:
             arrived.synchronize()  # this thread waits for the copies from the GPU; training does not
-        path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(path.name + PARTIAL)
-        with open(partial, "wb") as file:
-            torch.save(checkpoint, file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(partial, path)  # atomic on POSIX: readers see the old file or the new one
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(partial, "wb") as file:
+                torch.save(checkpoint, file)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(partial, path)  # atomic on POSIX: readers see the old file or the new one
+        except Exception as error:  # a full disk: torch's writer says "unexpected pos", its cause ENOSPC
+            partial.unlink(missing_ok=True)  # else a full disk stays full
+            raise CheckpointNotWritten(f"{path} could not be written at step {step}: {_reason(error)}") from error
         directory = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(directory)  # the rename itself survives a crash of the node
         finally:
             os.close(directory)
         self.steps[str(path)] = step
+
+
+def _reason(error: BaseException) -> str:
+    """The operating system's words where an OSError is in the chain (No space left on device)."""
+    cause = error
+    while cause is not None and not isinstance(cause, OSError):
+        cause = cause.__cause__ or cause.__context__
+    said = str(cause.strerror or cause) if isinstance(cause, OSError) else str(error)
+    return said.strip().splitlines()[-1] if said.strip() else type(error).__name__
 
 
 def host_snapshot(checkpoint):

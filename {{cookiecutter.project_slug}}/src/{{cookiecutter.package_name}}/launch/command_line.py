@@ -43,11 +43,12 @@ def one_line(message: str) -> str:
     return " ".join(line.strip() for line in message.strip().splitlines() if line.strip())
 
 
-def stop(message: str) -> NoReturn:
-    """Print the error once (rank 0; every rank of srun/torchrun checks the same), exit 2."""
+def stop(message: str, code: int = 2) -> NoReturn:
+    """Print the error once (rank 0; every rank of srun/torchrun checks the same), exit 2 (a wrong
+    input; `code` for what went wrong later)."""
     if global_rank() == 0:
         print(f"ERROR: {one_line(message)}", file=sys.stderr)
-    sys.exit(2)
+    sys.exit(code)
 
 
 def check_command_line(argv: list[str]) -> None:
