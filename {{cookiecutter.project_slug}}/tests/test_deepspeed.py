@@ -2,12 +2,16 @@
 strategy of tests/cpu_deepspeed.py: training, equal weights on every rank, resume, conversion."""
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import pytorch_lightning as pl
 import torch
 
+from {{ cookiecutter.package_name }}.callbacks.checkpoints import checkpoint_step
 from {{ cookiecutter.package_name }}.convert_zero_checkpoint import convert
 from {{ cookiecutter.package_name }}.models.classifier import ImageClassifier
 from {{ cookiecutter.package_name }}.models.cnn import MnistCNN
@@ -109,3 +113,43 @@ def test_deepspeed_launcher_starts_the_processes(tmp_path):
     weights, _writes = recorded(record)
     assert_same_weights(parameters_only(weights), world_size=2)
     assert [p.name for p in (tmp_path / "outputs").iterdir()] == ["deepspeed-launcher"]
+
+
+class KilledDuringSave(pl.Callback):
+    """Test-only: after training step `step`, the process is killed while it saves last.ckpt,
+    once DeepSpeed has written the first of its files."""
+
+    def __init__(self, step: int, path: str):
+        self.step, self.path = step, path
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step != self.step:
+            return
+        save = torch.save
+
+        def save_then_die(*args, **kwargs):
+            save(*args, **kwargs)
+            os._exit(137)
+
+        torch.save = save_then_die
+        trainer.save_checkpoint(self.path)
+
+
+def test_a_kill_during_a_save_leaves_the_previous_checkpoint_whole(tmp_path):
+    """DeepSpeed wrote last.ckpt/ in place: killed mid-save, it held new and old shards (or empty
+    files), and a resume failed with DeepSpeed's traceback. Now the save goes into a .partial
+    folder that replaces last.ckpt/ once whole, and the next start removes what a kill left."""
+    run = tmp_path / "outputs" / "zero"
+    last = run / "checkpoints" / "last.ckpt"
+    kill = [f"+callbacks.kill._target_={__name__}.KilledDuringSave", "+callbacks.kill.step=6"]
+    killed = [*kill, f"+callbacks.kill.path={last}"]
+    command = [sys.executable, str(PROJECT / "train.py"), *FAST, "strategy=deepspeed_stage_2", *CPU_DEEPSPEED]
+    command += ["trainer.accelerator=cpu", f"output_root={run.parent}", "run_id=zero", "trainer.max_epochs=3", *killed]
+    env = {**project_env(), "DS_ACCELERATOR": "cpu"}
+    result = subprocess.run(command, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 137, result.stderr
+    assert checkpoint_step(last) == 4  # the end of epoch 1, whole
+    assert (last.parent / "last.ckpt.partial").is_dir()  # what the kill cut short
+    result, weights = train_deepspeed(tmp_path, "deepspeed_stage_2", 1, "trainer.max_epochs=2", "ckpt_path=last")
+    assert [w["global_step"] for w in weights] == [8]
+    assert checkpoint_step(last) == 8 and not list(last.parent.glob("*.partial"))

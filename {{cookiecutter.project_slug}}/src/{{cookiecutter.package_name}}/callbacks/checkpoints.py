@@ -11,6 +11,7 @@
 
 import copy
 import os
+import shutil
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -61,9 +62,13 @@ def newest_checkpoint(run_dir: Path) -> tuple[Path, int] | None:
 
 
 def remove_partial_files(run_dir: Path) -> None:
-    """What a kill during a write left behind (rank 0, before training)."""
+    """What a kill during a write left behind (rank 0, before training): files, and the folders
+    of sharded checkpoints (strategies/whole_saves.py)."""
     for path in [*run_dir.glob(f"checkpoints/*{PARTIAL}"), *run_dir.glob(f"*{PARTIAL}")]:
-        path.unlink(missing_ok=True)
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
 
 
 class ForwardOnlyCheckpointIO(TorchCheckpointIO):

@@ -11,11 +11,15 @@ Other optimizers reach DeepSpeed unchanged (and are refused by it under offload)
 import torch
 from pytorch_lightning.strategies import DeepSpeedStrategy as LightningDeepSpeedStrategy
 
+from .whole_saves import WholeSaves
+
 # What DeepSpeedCPUAdam reads from a parameter group; `initial_lr` belongs to a scheduler.
 _GROUP_KEYS = ("params", "lr", "betas", "eps", "weight_decay", "initial_lr")
 
 
-class DeepSpeedStrategy(LightningDeepSpeedStrategy):
+class DeepSpeedStrategy(WholeSaves, LightningDeepSpeedStrategy):
+    """Also: a checkpoint is written whole or not at all (whole_saves.py)."""
+
     @property
     def offloads_optimizer(self) -> bool:
         """Whether DeepSpeed keeps the optimizer in CPU memory (or on NVMe, stepped by the CPU)."""

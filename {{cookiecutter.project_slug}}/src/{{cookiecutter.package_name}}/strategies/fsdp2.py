@@ -22,9 +22,10 @@ except ImportError:  # torch < 2.6
     from torch.distributed._composable.fsdp import FSDPModule, fully_shard
 
 from ..launch.errors import SetupError
+from .whole_saves import WholeSaves
 
 
-class FSDP2Strategy(ModelParallelStrategy):
+class FSDP2Strategy(WholeSaves, ModelParallelStrategy):  # a checkpoint whole or not at all
     def __init__(self, layers: Sequence[str] | None = None, **kwargs):
         """layers: class names of the modules to shard one by one (e.g. ["TransformerBlock"]);
         None: every module that holds parameters itself (Linear, Conv2d, ...)."""
