@@ -543,20 +543,6 @@ class CtrlCWhileStarting(pl.Callback):
         os.kill(os.getpid(), signal.SIGINT)
 
 
-def test_ctrl_c_before_training_begins_exits_130_and_leaves_nothing(tmp_path):
-    """Before: KeyboardInterrupt's traceback, and a run folder holding only its .hydra record."""
-    run = tmp_path / "run"
-    callback = f"+callbacks.interrupt._target_={__name__}.CtrlCWhileStarting"
-    stopped = subprocess.run(
-        [sys.executable, str(PROJECT / "train.py"), *FAST, f"output_dir={run}", callback],
-        cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=300,
-        preexec_fn=as_in_a_terminal,
-    )  # fmt: skip
-    assert stopped.returncode == 130, stopped.stderr
-    assert stopped.stderr.strip().endswith("Stopped by Ctrl-C before training began: nothing to save"), stopped.stderr
-    assert "Traceback" not in stopped.stderr and not run.exists()
-
-
 # train.py, with Ctrl-C as the training code is imported (about 5 s of torch and Lightning).
 CTRL_C_WHILE_IMPORTING = """
 import builtins, os, runpy, signal, sys
@@ -572,11 +558,19 @@ runpy.run_path("train.py", run_name="__main__")
 """
 
 
-def test_ctrl_c_while_the_training_code_is_imported_exits_130_and_leaves_nothing(tmp_path):
+@pytest.mark.parametrize(
+    ("program", "interrupting"),
+    [
+        ([str(PROJECT / "train.py")], [f"+callbacks.interrupt._target_={__name__}.CtrlCWhileStarting"]),
+        (["-c", CTRL_C_WHILE_IMPORTING], []),
+    ],
+    ids=["while-the-trainer-is-built", "while-the-training-code-is-imported"],
+)
+def test_ctrl_c_before_training_begins_exits_130_and_leaves_nothing(program, interrupting, tmp_path):
     """Before: KeyboardInterrupt's traceback, and a run folder holding only its .hydra record."""
     run = tmp_path / "run"
     stopped = subprocess.run(
-        [sys.executable, "-c", CTRL_C_WHILE_IMPORTING, *FAST, f"output_dir={run}"],
+        [sys.executable, *program, *FAST, f"output_dir={run}", *interrupting],
         cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=300,
         preexec_fn=as_in_a_terminal,
     )  # fmt: skip
