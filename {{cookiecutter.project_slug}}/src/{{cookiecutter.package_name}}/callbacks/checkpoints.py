@@ -65,10 +65,15 @@ def remove_partial_files(run_dir: Path) -> None:
     """What a kill during a write left behind (rank 0, before training): files, and the folders
     of sharded checkpoints (strategies/whole_saves.py)."""
     for path in [*run_dir.glob(f"checkpoints/*{PARTIAL}"), *run_dir.glob(f"*{PARTIAL}")]:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink(missing_ok=True)
+        remove(path)
+
+
+def remove(path: Path) -> None:
+    """A checkpoint file, or the folder of a sharded one."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
 
 
 class ForwardOnlyCheckpointIO(TorchCheckpointIO):

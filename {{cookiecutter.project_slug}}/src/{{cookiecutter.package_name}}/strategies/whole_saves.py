@@ -10,10 +10,9 @@ like any other. The next start removes a `.partial` left behind (callbacks/check
 """
 
 import os
-import shutil
 from pathlib import Path
 
-from ..callbacks.checkpoints import PARTIAL
+from ..callbacks.checkpoints import PARTIAL, remove
 
 
 class WholeSaves:
@@ -49,10 +48,3 @@ def put_in_place(partial: Path, path: Path) -> None:
     os.replace(path, previous)
     os.replace(partial, path)
     remove(previous)
-
-
-def remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink(missing_ok=True)
