@@ -409,7 +409,8 @@ class WaitsAtEpochEnds(pl.Callback):
             torch.cuda.set_sync_debug_mode("warn")
 
     def _record(self, message, category, filename, lineno, file=None, line=None):
-        if "synchroniz" in str(message):
+        # torch's words for a wait; not its notice, once a process, that the mode is a prototype
+        if "called a synchronizing CUDA operation" in str(message):
             frames = [f for f in traceback.extract_stack()[:-1] if not f.filename.endswith("warnings.py")]
             self.waits.append(" <- ".join(f"{f.filename}:{f.lineno} {f.name}" for f in reversed(frames[-8:])))
 
@@ -425,10 +426,18 @@ class WaitsAtEpochEnds(pl.Callback):
 
 def test_the_epoch_end_probe_says_where_a_wait_came_from(monkeypatch):
     """On the CPU, with torch's sync debug mode stubbed: the GPU test below reports each wait
-    with the calls that led to it, only inside its window, and leaves the warning settings
-    as they were."""
+    with the calls that led to it, only inside its window, not torch's notice that the mode is
+    a prototype (the H100 run of 2026-11-26 failed on it), and leaves the warning settings as
+    they were."""
     modes = []
-    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
+
+    def set_sync_debug_mode(mode):  # as torch does it: the first switch on in a process warns
+        if mode == "warn" and not modes:
+            notice = "Synchronization debug mode is a prototype feature and does not yet detect all synchronizing ops"
+            warnings.warn(notice, stacklevel=1)
+        modes.append(mode)
+
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", set_sync_debug_mode)
     showwarning = warnings.showwarning
     probe, trainer = WaitsAtEpochEnds(), SimpleNamespace(num_training_batches=2, current_epoch=0, max_epochs=2)
 
