@@ -198,11 +198,18 @@ def benchmark(args: argparse.Namespace) -> int:
 
     def run_way(way: str, count: str | None = None) -> StepWindow:
         """One run of one way; the window that timed (or profiled) its steps."""
-        if way in ("plain", "plain-step"):
-            window = StepWindow(args.warmup, args.steps, batch_size, device, count)
-            train_plain(cfg, window, device, args.compile, whole_step=way == "plain-step")
-            return window
-        return timed_run(cfg, args.warmup, args.steps, args.compile, count=count)
+        try:
+            if way in ("plain", "plain-step"):
+                window = StepWindow(args.warmup, args.steps, batch_size, device, count)
+                train_plain(cfg, window, device, args.compile, whole_step=way == "plain-step")
+                return window
+            return timed_run(cfg, args.warmup, args.steps, args.compile, count=count)
+        finally:
+            if args.compile:
+                # The next run compiles as a fresh process would (in its untimed warm-up): on an H100
+                # the Lightning way after plain-step ran at 2 steps/s, among the CUDA graphs that
+                # plain-step's compiled optimizer step had left (torch's reset drops those too).
+                torch.compiler.reset()
 
     runs = {way: [] for way in ways}
     for repeat in range(args.repeats):
