@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 from conftest import TEMPLATE
 
 CPU = "trainer.accelerator=cpu"  # also where a GPU is: short CPU runs
@@ -93,6 +94,33 @@ def summarise(logs):
     )
     assert summary.returncode == 0, summary.stderr
     return summary.stdout.splitlines()
+
+
+def torch_sees_a_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+# What tools/gpu_busy.py printed on an H100 (2026-11-26), its first lines.
+GPU_BUSY = """NVIDIA H100 80GB HBM3, torch 2.11.0+cu130
+batch 128 fp32, compiled: no: 48,293 samples/s; per step: wall 2,650 µs, GPU kernels 844 µs
+batch 128 fp32, compiled: model: 55,957 samples/s; per step: wall 2,287 µs, GPU kernels 852 µs
+"""
+
+
+def test_the_summary_has_the_gpus_own_work_per_step(tmp_path):
+    (tmp_path / "gpu-busy.log").write_text(GPU_BUSY)
+    assert summarise(tmp_path) == [f"gpu-busy: {line}" for line in GPU_BUSY.splitlines()[1:]]
+
+
+@pytest.mark.skipif(torch_sees_a_gpu(), reason="measures the GPU where there is one: minutes")
+def test_the_gpus_work_is_not_measured_without_a_gpu():
+    measured = subprocess.run(
+        [sys.executable, TEMPLATE / "tools" / "gpu_busy.py", "mnist_ddp"], capture_output=True, text=True, timeout=120
+    )
+    assert measured.returncode == 2 and measured.stdout.count("\n") == 1, measured
+    assert "torch sees none here. Fix: run it on a GPU machine" in measured.stdout
 
 
 def test_the_summary_says_what_the_horovod_build_has(tmp_path):

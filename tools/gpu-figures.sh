@@ -12,17 +12,20 @@
 # train-compiled (all seven by default), and by name only profile-b128-compiled and
 # profile-overhead: where the host's time per step goes, function by function, Lightning
 # against plain (the benchmarks' --profile), and b128-compiled-step: what compiling the plain
-# loop's whole step buys over compiling its model (the benchmark's --ways plain-step). Strategies: ddp deepspeed_stage_1 ...
-# (strategies()). Measured on an H100 (2026-11-25): all seven targets 400 s in two calls;
-# `tests` more than 480 s; `horovod`'s build 2 - 4 minutes on 16 cores. A session's device
-# time is now 15 minutes, the machine's start included: one full call and a short one. In
-# the order of what issue 10 still lacks, with GPU_FIGURES_LIMIT shares of one call's 600 s:
-#   GPU_FIGURES_LIMIT=140 bash tools/gpu-figures.sh tests -m cuda tests;
-#   GPU_FIGURES_LIMIT=420 bash tools/gpu-figures.sh targets profile-b128-compiled profile-overhead \
-#     b128-compiled train-compiled b128-compiled-step
-# then `tests` (the whole suite, a call of its own), `horovod` and `strategies` in later
-# leases. Each command's time is printed: plan the next call by it. The logs add up in $LOGS
-# only within one machine's lease.
+# loop's whole step buys over compiling its model (the benchmark's --ways plain-step), and
+# gpu-busy: the GPU's own work per step against the wall time (tools/gpu_busy.py).
+# Strategies: ddp deepspeed_stage_1 ... (strategies()). Measured on an H100 (2026-11-25): all seven targets 400 s in two calls;
+# `tests` more than 480 s; `horovod`'s build 2 - 4 minutes on 16 cores. 2026-11-26: the
+# machine's start about 35 s; `tests -m cuda tests` 44 s with the set-up; train-compiled 31 s,
+# b128-compiled 29 s, profile-b128-compiled 28 s, gpu-busy 44 s. A session's device time is
+# 15 minutes, the machine's start included: one full call and a short one. What issue 10
+# still lacks, in that order: the whole suite, a call of its own, then Horovod on a GPU and
+# the rerun of the whole-step comparison (stopped on 2026-11-26, since fixed):
+#   GPU_FIGURES_LIMIT=560 bash tools/gpu-figures.sh tests
+#   GPU_FIGURES_LIMIT=270 bash tools/gpu-figures.sh horovod
+#   GPU_FIGURES_LIMIT=200 bash tools/gpu-figures.sh targets b128-compiled-step
+# then `strategies` in a later lease. Each command's time is printed: plan the next call by
+# it. The logs add up in $LOGS only within one machine's lease.
 # "There" is the checkout's copy on the GPU machine, with .whl/ and .gpu/ sent along (both
 # ignored by git). Logs and JSON go to $LOGS (default /tmp/gpu-figures), the summary is
 # printed, and where $OUT is set (the device tool's folder that comes back) the summary and a
@@ -113,6 +116,8 @@ target() {
     # over compiling its model, as Lightning's path does:
     b128-compiled-step) run "$1" "$PYTHON" "${bench[@]}" --compile reduce-overhead --ways plain,plain-step,lightning \
       --warmup 20 --steps 300 --repeats 3 --json "$LOGS/$1.json" ;;
+    # How long the GPU itself works per step, against the wall time per step (a hand loop).
+    gpu-busy) run "$1" "$PYTHON" "$TEMPLATE/tools/gpu_busy.py" "$PACKAGE" ;;
     # Where the host's time per step goes, function by function (benchmark/profile.py).
     profile-b128-compiled) run "$1" "$PYTHON" "${bench[@]}" --compile reduce-overhead --warmup 20 --steps 300 \
       --repeats 1 --profile "$LOGS/$1" ;;
@@ -221,6 +226,9 @@ if (out / "overhead.json").exists():
         f"{added['project-bare'] - added['project-bare-data']:.0f}); bare over plain {added['bare-plain']:.0f}; "
         + ", ".join(f"{name} {value:.0f}" for name, value in ways.items())
     )
+busy = out / "gpu-busy.log"
+if busy.exists():  # the GPU's own work per step of a hand loop, against its wall time
+    rows += [f"gpu-busy: {line}" for line in busy.read_text().splitlines() if line.startswith("batch ")]
 epoch_end = out / "epoch-end.log"
 found = re.findall(r"^epoch ends: .*", epoch_end.read_text(), re.M) if epoch_end.exists() else []
 if found:
