@@ -201,11 +201,11 @@ def save_after_step(step: int, path: Path) -> list[str]:
     ]
 
 
-def start_until_first_checkpoint(run: Path, *overrides: str) -> subprocess.Popen:
+def start_until_first_checkpoint(run: Path, *overrides: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     """train.py as run_id=<run.name> under run.parent, returned once it wrote last.ckpt."""
     command = [sys.executable, str(PROJECT / "train.py"), *FAST, f"output_root={run.parent}", f"run_id={run.name}"]
     pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    process = subprocess.Popen([*command, *overrides], cwd=PROJECT, env=project_env(), **pipes)
+    process = subprocess.Popen([*command, *overrides], cwd=PROJECT, env=env or project_env(), **pipes)
     deadline = time.monotonic() + 240
     while not (run / "checkpoints" / "last.ckpt").exists() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -3,8 +3,10 @@ strategy of tests/cpu_deepspeed.py: training, equal weights on every rank, resum
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,17 @@ from {{ cookiecutter.package_name }}.convert_zero_checkpoint import convert
 from {{ cookiecutter.package_name }}.models.classifier import ImageClassifier
 from {{ cookiecutter.package_name }}.models.cnn import MnistCNN
 
-from tests.helpers import CPU_DEEPSPEED, FAST, PROJECT, assert_same_weights, project_env, recorded, run_train
+from tests.helpers import (
+    CPU_DEEPSPEED,
+    FAST,
+    PROJECT,
+    assert_same_weights,
+    project_env,
+    record_saves,
+    recorded,
+    run_train,
+    start_until_first_checkpoint,
+)
 from tests.sharded import parameters_only
 
 pytest.importorskip("deepspeed")
@@ -133,6 +145,32 @@ class KilledDuringSave(pl.Callback):
 
         torch.save = save_then_die
         trainer.save_checkpoint(self.path)
+
+
+@pytest.mark.parametrize("processes", [1, pytest.param(2, marks=pytest.mark.slow)])
+def test_a_stop_saves_every_ranks_shards_and_the_run_resumes_from_there(processes, tmp_path):
+    """SIGTERM mid-epoch (the time limit, scancel). Before, only rank 0 saved on a stop, which
+    DeepSpeed's sharded state cannot: the line named the newest timed or epoch checkpoint and
+    the steps since were lost. Every rank is at the same step (they agree on the stop), so all
+    write their shards, and the run resumes from the stop's step."""
+    run, saves = tmp_path / "outputs" / "zero", tmp_path / "saves.txt"
+    last = run / "checkpoints" / "last.ckpt"
+    overrides = ["strategy=deepspeed_stage_2", *CPU_DEEPSPEED, f"trainer.devices={processes}", "trainer.max_epochs=40"]
+    env = {**project_env(), "DS_ACCELERATOR": "cpu"}
+    process = start_until_first_checkpoint(run, *overrides, *record_saves(saves, seconds_per_step=0.3), env=env)
+    time.sleep(1)  # into the second epoch
+    process.send_signal(signal.SIGTERM)
+    _stdout, stderr = process.communicate(timeout=240)
+    assert process.returncode == 143, stderr
+    saved = checkpoint_step(last)
+    assert f"Stopped by SIGTERM at step {saved}: saved {last}. Resume: " in stderr, stderr
+    assert saved > 4, f"the stop's step, after the first epoch's checkpoint: {saved}"
+    epochs = saved // 4 + 2  # the stopped epoch's rest, and one more
+    resumed = [f"trainer.max_epochs={epochs}", "ckpt_path=last"]
+    _result, weights = train_deepspeed(tmp_path, "deepspeed_stage_2", processes, *resumed)
+    assert [w["global_step"] for w in weights] == [epochs * 4] * processes
+    steps = [int(step) for step in saves.read_text().split()]
+    assert steps == sorted(steps), "global_step went back"
 
 
 def test_a_kill_during_a_save_leaves_the_previous_checkpoint_whole(tmp_path):

@@ -14,7 +14,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytorch_lightning as pl
-from pytorch_lightning.strategies import DDPStrategy, DeepSpeedStrategy, SingleDeviceStrategy
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from ..launch.run_directory import resume_command, shown
@@ -101,13 +100,12 @@ class SaveOnStop(pl.Callback):
         sys.stderr.flush()
 
     def _save(self, trainer) -> bool:
-        """Rank 0 writes, with no barrier: another rank may already be gone. Only where the
-        state is whole on rank 0 (one device, DDP): sharded strategies would need every rank."""
-        strategy = trainer.strategy
-        if not isinstance(strategy, (SingleDeviceStrategy, DDPStrategy)) or isinstance(strategy, DeepSpeedStrategy):
-            return False
+        """Every rank is here, at the same step (one process, or the ranks agreed on the stop), so
+        each strategy saves as it does at any step: DDP's rank 0 alone, DeepSpeed and FSDP every
+        rank its shards (before, their state was not saved on a stop, and the steps since the
+        last timed checkpoint were lost)."""
         checkpoint = trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
-        strategy.save_checkpoint(checkpoint, self.path)  # DDP: rank 0 only
+        trainer.strategy.save_checkpoint(checkpoint, self.path)
         return True
 
 
