@@ -5,6 +5,8 @@ import signal
 
 import pytest
 
+from {{ cookiecutter.package_name }}.callbacks.checkpoints import checkpoint_step
+
 from tests.helpers import FAST, assert_same_weights, record_saves, recorded, run_train, start_until_first_checkpoint
 from tests.sharded import parameters_only
 
@@ -54,6 +56,7 @@ def test_a_stop_saves_every_ranks_shards_and_the_run_resumes_from_there(tmp_path
     assert process.returncode == 143, stderr
     saved = int(saves.read_text().split()[-1])
     last = run / "checkpoints" / "last.ckpt"
+    assert checkpoint_step(last) == saved  # from the folder's meta.pt (the newest checkpoint is found by its step)
     assert f"Stopped by SIGTERM at step {saved}: saved {last}. Resume: python train.py resume={run}" in stderr, stderr
     assert saved > 4, f"the stop's step, after the first epoch's checkpoint: {saved}"
     epochs = saved // 4 + 2  # the stopped epoch's rest, and one more

@@ -29,12 +29,12 @@ PARTIAL = ".partial"
 
 
 def checkpoint_step(path: Path) -> int:
-    """The global step saved in a checkpoint file (or DeepSpeed's directory), -1 if unreadable."""
-    if path.is_dir():  # DeepSpeed: <name>/checkpoint/mp_rank_00_model_states.pt
-        states = sorted(path.glob("checkpoint/mp_rank_*_model_states.pt"))
-        if not states:
+    """The global step saved in a checkpoint file (or a sharded one's folder), -1 if unreadable."""
+    if path.is_dir():  # DeepSpeed: <name>/checkpoint/mp_rank_00_model_states.pt; FSDP2, FSDP: <name>/meta.pt
+        states = [*sorted(path.glob("checkpoint/mp_rank_*_model_states.pt")), path / "meta.pt"]
+        path = next((state for state in states if state.is_file()), None)
+        if path is None:
             return -1
-        path = states[0]
     try:  # mmap: only the small header is read, not the tensors
         return int(torch.load(path, map_location="cpu", mmap=True, weights_only=False).get("global_step", -1))
     except Exception:  # a truncated file from an older version, or another format
