@@ -201,11 +201,15 @@ def save_after_step(step: int, path: Path) -> list[str]:
     ]
 
 
-def start_until_first_checkpoint(run: Path, *overrides: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    """train.py as run_id=<run.name> under run.parent, returned once it wrote last.ckpt."""
+def start_until_first_checkpoint(
+    run: Path, *overrides: str, env: dict[str, str] | None = None, own_group: bool = False
+) -> subprocess.Popen:
+    """train.py as run_id=<run.name> under run.parent, returned once it wrote last.ckpt.
+    own_group: in a process group of its own (its ranks too), which os.killpg signals at once."""
     command = [sys.executable, str(PROJECT / "train.py"), *FAST, f"output_root={run.parent}", f"run_id={run.name}"]
     pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    process = subprocess.Popen([*command, *overrides], cwd=PROJECT, env=env or project_env(), **pipes)
+    env = env or project_env()
+    process = subprocess.Popen([*command, *overrides], cwd=PROJECT, env=env, start_new_session=own_group, **pipes)
     deadline = time.monotonic() + 240
     while not (run / "checkpoints" / "last.ckpt").exists() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -154,3 +154,21 @@ def test_a_signal_to_one_rank_stops_both_at_the_same_step(tmp_path):
     line = next(line for line in stderr.splitlines() if line.startswith("Stopped by SIGTERM"))
     assert f"at step {step_of(run / 'checkpoints' / 'last.ckpt')}: saved " in line
     assert "Traceback" not in stderr
+
+
+@pytest.mark.slow
+def test_sigterm_to_every_process_of_a_two_rank_run_saves_and_exits_143(tmp_path):
+    """As Slurm's time limit, scancel and `timeout` signal a job: every process at once. Rank 1
+    then got SIGTERM twice (the group's, and rank 0's as Lightning's launcher passes it on),
+    took the second for "stop now" and left mid-step: rank 0's all-reduce failed with a
+    traceback, exit 1, nothing saved since the last epoch's checkpoint."""
+    run = tmp_path / "run"
+    saves = record_saves(tmp_path / "saves.txt", seconds_per_step=0.3)
+    overrides = ["strategy=ddp", "trainer.devices=2", "trainer.max_epochs=40", *saves]
+    process = start_until_first_checkpoint(run, *overrides, own_group=True)
+    os.killpg(process.pid, signal.SIGTERM)
+    _stdout, stderr = process.communicate(timeout=240)
+    assert process.returncode == 143, stderr
+    line = next(line for line in stderr.splitlines() if line.startswith("Stopped by SIGTERM"))
+    assert f"at step {step_of(run / 'checkpoints' / 'last.ckpt')}: saved " in line
+    assert "Traceback" not in stderr

@@ -620,6 +620,30 @@ def test_a_stop_mid_training_saves_and_exits_non_zero_with_the_resume_command(tm
     assert steps == sorted(steps), "global_step went back"
 
 
+def test_a_second_ctrl_c_during_the_stops_save_exits_130_and_the_run_resumes(tmp_path):
+    """The second Ctrl-C came while the first's save was written (6 s here: a large model):
+    before, it was taken for a Ctrl-C before training began, the line said "nothing to save"
+    and the start's config (.hydra/) was removed, so `resume=` no longer found the run."""
+    run = tmp_path / "run"
+    saves = record_saves(tmp_path / "saves.txt", seconds_per_step=0.3, stop_save_seconds=6)
+    process = start_until_first_checkpoint(run, "trainer.max_epochs=20", *saves)
+    process.send_signal(signal.SIGINT)
+    time.sleep(2.5)  # the step's end (within 0.3 s), then into the save's 6 s
+    process.send_signal(signal.SIGINT)
+    _stdout, stderr = process.communicate(timeout=240)
+    assert process.returncode == 130, stderr
+    newest = step_of(run / "checkpoints" / "last.ckpt")  # the save cut short left the one before whole
+    line = next(line for line in stderr.splitlines() if line.startswith("Stopped by Ctrl-C"))
+    assert f": newest {run / 'checkpoints'}" in line and f"resume={run}" in line, line
+    assert (run / ".hydra" / "overrides.yaml").is_file() and "Traceback" not in stderr
+    resumed = subprocess.run(
+        [sys.executable, str(PROJECT / "train.py"), f"resume={run}", f"trainer.max_epochs={newest // 4 + 1}"],
+        cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert step_of(run / "checkpoints" / "last.ckpt") == (newest // 4 + 1) * 4
+
+
 def test_a_second_start_of_a_run_that_is_still_training_stops_with_one_line(tmp_path):
     """Two resumes of one run at once: before, both trained, and each overwrote the other's
     last.ckpt, one with an older step. The second now stops, changes nothing, and can start

@@ -1,8 +1,10 @@
 """SIGTERM (Slurm's time limit, scancel) and Ctrl-C: save, then exit non-zero with the resume command.
 
 Lightning turns SIGTERM into an exception at the next batch boundary and exits 0, so the
-job reads as COMPLETED. Here Ctrl-C takes the same clean path (a second signal stops at
-once); the state is saved to last.ckpt, one line names it and the resume command, and the
+job reads as COMPLETED. Here Ctrl-C takes the same clean path (a second Ctrl-C stops at
+once, also during the save; SIGTERM again changes nothing: Slurm, `timeout` and the launcher
+of the other ranks each send it, so a rank may get it twice); the state is saved to
+last.ckpt, one line names it and the resume command, and the
 process exits 143 (SIGTERM) or 130 (Ctrl-C) as shells and Slurm expect. (A job that requeued
 itself on SIGUSR1 has already left: callbacks/requeue.py.) Several ranks stop at the same
 batch's end, once they agree on the signal (about once a second: agreement.py).
@@ -31,8 +33,10 @@ class SaveOnStop(pl.Callback):
         self.agreement = AgreedFlag(agree_every_seconds)
         self.previous: dict = {}
         self.exit_code: int | None = None
+        self.training_began = False
 
     def on_train_start(self, trainer, pl_module):
+        self.training_began = True
         alone = trainer.world_size == 1
         if alone:  # nothing to agree on: no per-batch calls (Lightning skips a hook that is not callable)
             self.on_train_batch_end = self.on_validation_batch_end = None
@@ -46,8 +50,10 @@ class SaveOnStop(pl.Callback):
         # with another rank's gradient all-reduce; this one only raises the flag that the ranks
         # agree on at a batch's end (and passes the signal on to processes it started).
         def on_signal(signum, frame):
-            if self.reason:  # a second Ctrl-C or SIGTERM: stop now
-                raise KeyboardInterrupt
+            if self.reason:
+                if signum == signal.SIGINT:  # a second Ctrl-C: stop now (stop_exit_code says where)
+                    raise KeyboardInterrupt
+                return  # SIGTERM again: already stopping
             self.reason = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
             if signum == signal.SIGTERM and trainer.strategy.launcher is not None:
                 trainer.strategy.launcher.kill(signum)  # Ctrl-C reaches them from the terminal
@@ -86,6 +92,10 @@ class SaveOnStop(pl.Callback):
             # ends: Lightning's launcher, torchrun and srun kill the others once one has exited.
             trainer.strategy.barrier("saved on stop")
         self.exit_code = EXIT_CODES[reason]
+        self.report(trainer, reason, saved)
+
+    def report(self, trainer, reason: str, saved: bool) -> None:
+        """Rank 0's one line: where the run stopped, what holds its work, how to go on."""
         if not trainer.is_global_zero:
             return
         newest = newest_checkpoint(self.run_dir)
@@ -115,11 +125,20 @@ def _agreed_at_batch_ends() -> None:
 
 @contextmanager
 def stop_exit_code(trainer: pl.Trainer):
-    """Lightning exits 0 after SIGTERM and 1 after Ctrl-C: exit with SaveOnStop's code instead."""
+    """Lightning exits 0 after SIGTERM and 1 after Ctrl-C: exit with SaveOnStop's code instead.
+    A second Ctrl-C during the stop's save ends Lightning's handling of the first: the run is
+    named with its newest whole checkpoint here (a save cut short is removed at the next start),
+    not taken by train.py for a start that trained nothing (which discarded the start's config)."""
+    stoppers = [callback for callback in trainer.callbacks if isinstance(callback, SaveOnStop)]
     try:
         yield
     except SystemExit:
-        codes = [c.exit_code for c in trainer.callbacks if isinstance(c, SaveOnStop) and c.exit_code]
+        codes = [stopper.exit_code for stopper in stoppers if stopper.exit_code]
         if codes:
             raise SystemExit(codes[0]) from None
         raise
+    except KeyboardInterrupt:
+        if not stoppers or not stoppers[0].training_began:
+            raise
+        stoppers[0].report(trainer, "Ctrl-C", saved=False)
+        raise SystemExit(EXIT_CODES["Ctrl-C"]) from None
