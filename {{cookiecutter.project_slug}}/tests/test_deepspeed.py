@@ -166,6 +166,12 @@ def test_a_stop_saves_every_ranks_shards_and_the_run_resumes_from_there(processe
     assert f"Stopped by SIGTERM at step {saved}: saved {last}. Resume: " in stderr, stderr
     assert saved > 4, f"the stop's step, after the first epoch's checkpoint: {saved}"
     epochs = saved // 4 + 2  # the stopped epoch's rest, and one more
+    if processes > 1:  # its shards resume only on as many processes: one line, nothing changed
+        command = [sys.executable, str(PROJECT / "train.py"), f"resume={run}", "trainer.devices=1"]
+        refused = subprocess.run(command, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=300)
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+        assert f"a DeepSpeed checkpoint of {processes} processes, and this run has 1" in refused.stderr
+        assert checkpoint_step(last) == saved
     resumed = [f"trainer.max_epochs={epochs}", "ckpt_path=last"]
     _result, weights = train_deepspeed(tmp_path, "deepspeed_stage_2", processes, *resumed)
     assert [w["global_step"] for w in weights] == [epochs * 4] * processes

@@ -365,6 +365,50 @@ def test_a_resume_with_no_epochs_or_steps_left_stops_with_one_line(tmp_path):
     check_epochs_left(SimpleNamespace(max_epochs=1, max_steps=-1), None)  # a new run
 
 
+SHARDED_STATE = {  # where a sharded checkpoint's folder keeps its training state (step, epoch, loops)
+    "deepspeed": "checkpoint/mp_rank_00_model_states.pt",
+    "deepspeed-zero3": "checkpoint/zero_pp_rank_0_mp_rank_00_model_states.pt",
+    "fsdp": "meta.pt",
+}
+
+
+@pytest.mark.parametrize("inside", SHARDED_STATE.values(), ids=SHARDED_STATE)
+def test_the_resume_checks_read_a_sharded_checkpoints_state(tmp_path, inside):
+    """Before, they read files only: a resume of a finished DeepSpeed or FSDP2 run exited 0 having
+    trained nothing, one with fewer epochs ended in Lightning's traceback; and the step of a
+    ZeRO-3 or FSDP2 checkpoint read -1 (the newest was chosen by file time alone)."""
+    from {{ cookiecutter.package_name }}.callbacks.checkpoints import checkpoint_step
+    from {{ cookiecutter.package_name }}.launch.resume_checks import check_epochs_left
+
+    folder = tmp_path / "last.ckpt"
+    (folder / inside).parent.mkdir(parents=True, exist_ok=True)
+    progress = {"ready": 5, "started": 5, "processed": 4, "completed": 4}
+    torch.save({"global_step": 18, "loops": {"fit_loop": {"epoch_progress": {"current": progress}}}}, folder / inside)
+    assert checkpoint_step(folder) == 18
+    with pytest.raises(SetupError, match=r"^trainer.max_epochs=4: the run has trained 4 epoch\(s\), 18 step\(s\) "):
+        check_epochs_left(SimpleNamespace(max_epochs=4, max_steps=-1), str(folder))
+    check_epochs_left(SimpleNamespace(max_epochs=5, max_steps=-1), str(folder))  # left: goes on
+
+
+def test_a_deepspeed_checkpoint_resumes_only_on_as_many_processes(tmp_path):
+    """With another number DeepSpeed stopped inside fit with a traceback ("used a DP world size
+    of 2 but the current world size is 1")."""
+    from {{ cookiecutter.package_name }}.launch.resume_checks import check_deepspeed_world_size
+
+    folder = tmp_path / "last.ckpt"
+    (folder / "checkpoint").mkdir(parents=True)
+    torch.save({"global_step": 8, "dp_world_size": 2}, folder / "checkpoint" / "mp_rank_00_model_states.pt")
+    expected = (
+        rf"^ckpt_path={re.escape(str(folder))}: a DeepSpeed checkpoint of 2 processes, and this run has 1: "
+        r"DeepSpeed resumes its shards only on as many. Fix: resume on 2 processes \(trainer.devices, "
+        r"trainer.num_nodes\), or make it one file \(python -m \S+.convert_zero_checkpoint "
+    )
+    with pytest.raises(SetupError, match=expected):
+        check_deepspeed_world_size(SimpleNamespace(world_size=1), str(folder))
+    check_deepspeed_world_size(SimpleNamespace(world_size=2), str(folder))  # as many: goes on
+    check_deepspeed_world_size(SimpleNamespace(world_size=1), None)  # a new run
+
+
 def test_a_relative_path_to_the_newest_checkpoint_is_that_checkpoint(tmp_path, monkeypatch):
     """`ckpt_path=../out/run/checkpoints/last.ckpt` was refused as another checkpoint than the newest."""
     run = tmp_path / "out" / "run"

@@ -24,6 +24,7 @@ from .launch.errors import SetupError
 from .launch.resume_checks import (
     check_checkpoint_fits,
     check_checkpoint_format,
+    check_deepspeed_world_size,
     check_epochs_left,
     check_time_left,
 )
@@ -114,6 +115,7 @@ def train(cfg: DictConfig, ckpt_path: str | None) -> pl.Trainer:
     trainer = build_trainer(cfg)
     check_time_left(trainer, ckpt_path)
     check_epochs_left(trainer, ckpt_path)
+    check_deepspeed_world_size(trainer, ckpt_path)
     if changed:  # a resume with other optimizer settings: Lightning would restore the old ones
         trainer.callbacks.append(OptimizerSettingsFromConfig(changed))
     ranks = processes(trainer)

@@ -28,15 +28,28 @@ from .agreement import AgreedFlag
 PARTIAL = ".partial"
 
 
+def state_file(path: Path) -> Path | None:
+    """The file that holds a checkpoint's training state (step, epoch, loops, callbacks): the
+    checkpoint itself, or in a sharded checkpoint's folder DeepSpeed's model states of rank 0
+    (ZeRO-3's are per rank) or FSDP's meta.pt; None where a folder holds none of them."""
+    if not path.is_dir():
+        return path
+    deepspeed = path / "checkpoint"  # Lightning's DeepSpeed tag
+    candidates = (
+        deepspeed / "mp_rank_00_model_states.pt",
+        deepspeed / "zero_pp_rank_0_mp_rank_00_model_states.pt",
+        path / "meta.pt",
+    )
+    return next((candidate for candidate in candidates if candidate.is_file()), None)
+
+
 def checkpoint_step(path: Path) -> int:
     """The global step saved in a checkpoint file (or a sharded one's folder), -1 if unreadable."""
-    if path.is_dir():  # DeepSpeed: <name>/checkpoint/mp_rank_00_model_states.pt; FSDP2, FSDP: <name>/meta.pt
-        states = [*sorted(path.glob("checkpoint/mp_rank_*_model_states.pt")), path / "meta.pt"]
-        path = next((state for state in states if state.is_file()), None)
-        if path is None:
-            return -1
+    state = state_file(path)
+    if state is None:
+        return -1
     try:  # mmap: only the small header is read, not the tensors
-        return int(torch.load(path, map_location="cpu", mmap=True, weights_only=False).get("global_step", -1))
+        return int(torch.load(state, map_location="cpu", mmap=True, weights_only=False).get("global_step", -1))
     except Exception:  # a truncated file from an older version, or another format
         return -1
 

@@ -138,15 +138,36 @@ def check_epochs_left(trainer, ckpt_path: str | None) -> None:
         )
 
 
+def check_deepspeed_world_size(trainer, ckpt_path: str | None) -> None:
+    """DeepSpeed resumes its shards only on as many processes as wrote them: with another number
+    it stopped inside fit with a traceback ("used a DP world size of 2 but the current world
+    size is 1")."""
+    if not ckpt_path or not Path(ckpt_path).is_dir():
+        return
+    saved = _saved_state(ckpt_path).get("dp_world_size")
+    if isinstance(saved, int) and saved != (here := trainer.world_size):
+        package = __package__.rpartition(".")[0]
+        raise SetupError(
+            f"ckpt_path={ckpt_path}: a DeepSpeed checkpoint of {saved} processes, and this run has {here}: "
+            f"DeepSpeed resumes its shards only on as many. Fix: resume on {saved} processes (trainer.devices, "
+            f"trainer.num_nodes), or make it one file (python -m {package}.convert_zero_checkpoint {ckpt_path}) "
+            "and start a new run from its weights"
+        )
+
+
 def _saved_state(ckpt_path: str | None) -> dict:
-    """The checkpoint file's contents, its tensors mapped, not read ({} for a folder or a file
-    that does not load this way: the checks that use it then leave it to Lightning)."""
-    if not ckpt_path or not Path(ckpt_path).is_file():
+    """The checkpoint's training state, its tensors mapped, not read: the file, or the file in a
+    sharded checkpoint's folder that holds it (callbacks/checkpoints.py: state_file). {} where
+    there is none or it does not load this way: the checks that use it then leave it to Lightning."""
+    from ..callbacks.checkpoints import state_file
+
+    state = state_file(Path(ckpt_path)) if ckpt_path else None
+    if state is None or not state.is_file():
         return {}
     import torch
 
     try:
-        return torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
+        return torch.load(state, map_location="cpu", weights_only=True, mmap=True)
     except Exception:
         return {}
 
