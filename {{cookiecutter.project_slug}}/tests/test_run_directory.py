@@ -390,6 +390,44 @@ def test_the_resume_checks_read_a_sharded_checkpoints_state(tmp_path, inside):
     check_epochs_left(SimpleNamespace(max_epochs=5, max_steps=-1), str(folder))  # left: goes on
 
 
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")  # torch's words for one process saving
+@pytest.mark.parametrize("layout", ["deepspeed", "deepspeed-zero3", "fsdp"])
+def test_a_sharded_checkpoint_that_does_not_fit_the_model_stops_with_one_line(tmp_path, layout):
+    """Read from what describes the shards, no tensor loaded. Before, a resume of a DeepSpeed or
+    FSDP2 run with another model (model=autoencoder) ended in tracebacks from every rank."""
+    import torch.distributed.checkpoint as dcp
+    from torch import nn
+
+    from {{ cookiecutter.package_name }}.launch.resume_checks import check_checkpoint_fits
+
+    class Model(nn.Module):  # what the check uses of a LightningModule
+        strict_loading = True
+
+        def __init__(self, width):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(3, width), nn.BatchNorm1d(width))
+
+    trained, folder = Model(4).state_dict(), tmp_path / "last.ckpt"
+    if layout == "fsdp":  # torch.distributed.checkpoint, as Lightning's FSDP2 writes it
+        dcp.save({"state_dict": trained}, storage_writer=dcp.FileSystemWriter(str(folder)))
+    else:
+        (folder / "checkpoint").mkdir(parents=True)
+        if layout == "deepspeed":
+            states, name = {"module": trained}, "mp_rank_00_model_states.pt"
+        else:  # ZeRO-3: each rank's module holds empty parameters, their shapes are listed apart
+            parameters = dict(Model(4).named_parameters())
+            module = {key: torch.empty(0) if key in parameters else value for key, value in trained.items()}
+            states = {"module": module, "param_shapes": [{key: value.shape for key, value in parameters.items()}]}
+            name = "zero_pp_rank_0_mp_rank_00_model_states.pt"
+        torch.save({"global_step": 4, **states}, folder / "checkpoint" / name)
+    assert check_checkpoint_fits(Model(4), str(folder), ["lr"]) == {}  # it fits: goes on
+    expected = (
+        r"its weights do not fit the model this config builds \(\d+ differ; net.0.weight: \[4, 3\] there, \[5, 3\] here"
+    )
+    with pytest.raises(SetupError, match=expected):
+        check_checkpoint_fits(Model(5), str(folder), ["lr"])
+
+
 def test_a_deepspeed_checkpoint_resumes_only_on_as_many_processes(tmp_path):
     """With another number DeepSpeed stopped inside fit with a traceback ("used a DP world size
     of 2 but the current world size is 1")."""

@@ -63,22 +63,32 @@ def check_checkpoint_fits(model, ckpt_path: str | None, optimizer_keys: list[str
     differs from the checkpoint's, by optimizer, as {setting: (saved, configured)}: Lightning restores
     the saved ones, so a resume with model.optimizer.lr=... ran on the old lr, silently
     (callbacks/optimizer_settings.py)."""
-    if not ckpt_path or not Path(ckpt_path).is_file():
-        return {}  # a new run, or a sharded checkpoint (a folder) that its strategy reads
+    if not ckpt_path:
+        return {}  # a new run
+    if Path(ckpt_path).is_dir():  # sharded: the weights' shapes only; its strategy restores the rest
+        _check_shapes(model, _sharded_shapes(Path(ckpt_path)), ckpt_path, complete=False)
+        return {}
     import torch
 
     try:  # mmap: shapes only, the tensors are not read
         checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
-        saved = checkpoint["state_dict"]
+        saved = {key: value.shape for key, value in checkpoint["state_dict"].items()}
     except Exception:  # not loadable this way: Lightning's own load says why
         return {}
-    here = model.state_dict()
+    _check_shapes(model, saved, ckpt_path, complete=model.strict_loading)
+    return _optimizer_changes(model, checkpoint.get("optimizer_states") or [], optimizer_keys, ckpt_path)
+
+
+def _check_shapes(model, saved: dict, ckpt_path: str, complete: bool) -> None:
+    """SetupError where a saved weight's shape is not the model's; complete: every weight on both
+    sides (a file's state_dict under strict loading; a sharded checkpoint's names differ by format)."""
+    here = {key: value.shape for key, value in model.state_dict().items()}
     differ = [
-        f"{key}: {list(saved[key].shape)} there, {list(value.shape)} here"
-        for key, value in here.items()
-        if key in saved and saved[key].shape != value.shape
+        f"{key}: {list(saved[key])} there, {list(shape)} here"
+        for key, shape in here.items()
+        if key in saved and saved[key] != shape
     ]
-    if model.strict_loading:
+    if complete:
         differ += [f"{key}: not there" for key in here if key not in saved]
         differ += [f"{key}: not here" for key in saved if key not in here]
     if differ:
@@ -87,7 +97,29 @@ def check_checkpoint_fits(model, ckpt_path: str | None, optimizer_keys: list[str
             f"{'; '.join(differ[:2])}){_model_settings()}. Fix: resume with the model settings the run trained with "
             "(leave out those that change it), or start a new run without resume= / ckpt_path"
         )
-    return _optimizer_changes(model, checkpoint.get("optimizer_states") or [], optimizer_keys, ckpt_path)
+
+
+def _sharded_shapes(folder: Path) -> dict:
+    """{weight: shape} of a sharded checkpoint, from what describes its shards (no tensor read):
+    DeepSpeed's model states of rank 0 (under ZeRO-3 the parameters' shapes are listed apart,
+    the buffers kept whole), or torch.distributed.checkpoint's metadata (FSDP2, FSDP). {} where
+    unreadable: the strategy's own load then says why."""
+    from ..callbacks.checkpoints import state_file
+
+    try:
+        if (folder / ".metadata").is_file():
+            from torch.distributed.checkpoint import FileSystemReader
+
+            stored = FileSystemReader(str(folder)).read_metadata().state_dict_metadata
+            prefix = "state_dict."  # Lightning's key for the model's weights
+            return {key[len(prefix) :]: item.size for key, item in stored.items() if key.startswith(prefix)}
+        state = _saved_state(str(folder)) if state_file(folder) else {}
+        shapes = {key: value.shape for key, value in (state.get("module") or {}).items() if value.numel()}
+        for group in state.get("param_shapes") or []:  # ZeRO-3: each rank's module holds empty parameters
+            shapes.update(group)
+        return shapes
+    except Exception:
+        return {}
 
 
 def check_time_left(trainer, ckpt_path: str | None) -> None:
