@@ -81,7 +81,8 @@ class SaveOnStop(pl.Callback):
 
     def on_exception(self, trainer, pl_module, exception):
         if isinstance(exception, SIGTERMException):
-            reason, saved = self.reason or "SIGTERM", self._save(trainer)
+            self._save(trainer)
+            reason, saved = self.reason or "SIGTERM", True
         elif isinstance(exception, KeyboardInterrupt):  # mid-step: nothing consistent to save
             reason, saved = "Ctrl-C", False
         else:
@@ -109,14 +110,13 @@ class SaveOnStop(pl.Callback):
         )
         sys.stderr.flush()
 
-    def _save(self, trainer) -> bool:
+    def _save(self, trainer) -> None:
         """Every rank is here, at the same step (one process, or the ranks agreed on the stop), so
         each strategy saves as it does at any step: DDP's rank 0 alone, DeepSpeed and FSDP every
         rank its shards (before, their state was not saved on a stop, and the steps since the
         last timed checkpoint were lost)."""
         checkpoint = trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
         trainer.strategy.save_checkpoint(checkpoint, self.path)
-        return True
 
 
 def _agreed_at_batch_ends() -> None:
