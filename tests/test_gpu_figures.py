@@ -144,9 +144,9 @@ def test_each_training_run_of_the_script_gets_its_own_directory():
         assert '"output_root=$RUNS"' in command and "output_dir" not in command, command
 
 
-def write_suite(directory, third_test: str):
+def write_suite(directory, third_test: str, replace: bool = False):
     """A suite of three tests: one passes, one fails (with a reason), and the third as given."""
-    directory.mkdir(parents=True)
+    directory.mkdir(parents=True, exist_ok=replace)
     (directory / "test_some.py").write_text(
         "import time\nimport pytest\n\ndef test_a():\n    pass\n\n"
         f"def test_b():\n    assert 1 == 2, 'the reason'\n\n{third_test}"
@@ -210,6 +210,23 @@ def test_a_suite_stopped_by_the_time_limit_still_reports_its_results(tmp_path):
     ], result.stdout
     failures = (logs / "test-failures.txt").read_text()
     assert failures.startswith("==== tests/test_some.py::test_b (call)") and "the reason" in failures
+
+    # The next call on the same machine runs the rest: the test that was cut short, not those with a result.
+    write_suite(home / ".gpu" / "project" / "tests", "def test_c():\n    pass\n", replace=True)
+    rest = subprocess.run(
+        ["bash", home / "tools" / "gpu-figures.sh", "tests", "-p", "no:cacheprovider", "tests"],
+        env={**env, "GPU_FIGURES_REST": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert rest.returncode == 0, rest.stdout + rest.stderr
+    summary = (logs / "summary.txt").read_text().splitlines()
+    assert re.fullmatch(r"the generated suite: 1 passed, 2 deselected in [\d.]+s", summary[0]), summary
+    assert summary[1:] == [
+        "the generated suite, all calls: 1 failed, 2 passed, 0 skipped",
+        "  failed: tests/test_some.py::test_b",
+    ], rest.stdout
 
 
 def test_a_wrong_time_limit_stops_with_one_line(tmp_path):

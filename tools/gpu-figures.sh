@@ -6,7 +6,8 @@
 #   bash tools/gpu-figures.sh targets [NAMES]     # there: issue 10's speed targets, summarised
 #   bash tools/gpu-figures.sh strategies [NAMES]  # there: each strategy on one GPU, 3 epochs
 #   bash tools/gpu-figures.sh horovod             # there: Horovod built with NCCL, then trained on one GPU
-#   bash tools/gpu-figures.sh tests [ARGS]        # there: the generated suite (pytest ARGS)
+#   bash tools/gpu-figures.sh tests [ARGS]        # there: the generated suite (pytest ARGS);
+#                                                 #   GPU_FIGURES_REST=1: the tests the last call left
 #
 # Targets: b128-eager b128-compiled b1024-bf16 b1024-bf16-compiled overhead epoch-end
 # train-compiled (all seven by default), and by name only profile-b128-compiled and
@@ -19,9 +20,11 @@
 # machine's start about 35 s; `tests -m cuda tests` 44 s with the set-up; train-compiled 31 s,
 # b128-compiled 29 s, profile-b128-compiled 28 s, gpu-busy 44 s. A session's device time is
 # 15 minutes, the machine's start included: one full call and a short one. What issue 10
-# still lacks, in that order: the whole suite, a call of its own, then Horovod on a GPU and
-# the rerun of the whole-step comparison (stopped on 2026-11-26, since fixed):
+# still lacks, in that order: the whole suite (518 tests: more than one call; the second call,
+# on the same warm machine, runs the tests the first did not get to), then Horovod on a GPU
+# and the rerun of the whole-step comparison (stopped on 2026-11-26, since fixed):
 #   GPU_FIGURES_LIMIT=560 bash tools/gpu-figures.sh tests
+#   GPU_FIGURES_REST=1 GPU_FIGURES_LIMIT=250 bash tools/gpu-figures.sh tests
 #   GPU_FIGURES_LIMIT=270 bash tools/gpu-figures.sh horovod
 #   GPU_FIGURES_LIMIT=200 bash tools/gpu-figures.sh targets b128-compiled-step
 # then `strategies` in a later lease. Each command's time is printed: plan the next call by
@@ -163,8 +166,9 @@ horovod() {
 tests() {
   # Debian's apt-get would try the network for Slurm: the tests that need it skip instead.
   mkdir -p "$LOGS/bin" && printf '#!/bin/sh\nexit 1\n' >"$LOGS/bin/apt-get" && chmod +x "$LOGS/bin/apt-get"
-  # Every result as it comes, failures with their report (tools/record_results.py).
-  rm -f "$LOGS/test-results.txt" "$LOGS/test-failures.txt"
+  # Every result as it comes, failures with their report (tools/record_results.py); with
+  # GPU_FIGURES_REST=1, on the same machine, only the tests the last call did not get to.
+  [[ ${GPU_FIGURES_REST:-} == 1 ]] || rm -f "$LOGS/test-results.txt" "$LOGS/test-failures.txt"
   local workers=${WORKERS-14}  # WORKERS= (empty): one process, without pytest-xdist
   PATH=$LOGS/bin:$PATH PYTHONPATH=$PYTHONPATH:$TEMPLATE/tools GPU_FIGURES_LOGS=$LOGS run tests "$PYTHON" -m pytest \
     ${workers:+-n "$workers"} -rfEs --durations=20 -p no:benchmark -p record_results "${@:-tests}"
@@ -176,7 +180,7 @@ tests() {
 # The figures against issue 10's targets, and one line per training run.
 summary() {
   $PYTHON - "$LOGS" <<'EOF'
-import json, re, sys
+import json, os, re, sys
 from pathlib import Path
 
 out = Path(sys.argv[1])
@@ -255,6 +259,9 @@ if found:
 elif outcomes:  # stopped before its end
     counts = {outcome: sum(1 for o, _, _ in outcomes if o == outcome) for outcome in ("failed", "passed", "skipped")}
     rows.append("the generated suite, stopped before its end: " + ", ".join(f"{n} {o}" for o, n in counts.items()))
+if found and outcomes and os.environ.get("GPU_FIGURES_REST") == "1":  # this call's and the earlier ones'
+    counts = {outcome: sum(1 for o, _, _ in outcomes if o == outcome) for outcome in ("failed", "passed", "skipped")}
+    rows.append("the generated suite, all calls: " + ", ".join(f"{n} {o}" for o, n in counts.items()))
 rows += [f"  failed: {test}" for outcome, _, test in outcomes if outcome == "failed"]
 for compared in sorted(out.glob("profile-*/*-*.txt")):  # where one way spends more host time than another
     _heading, difference, _caveat, _columns, *table = compared.read_text().splitlines()

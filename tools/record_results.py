@@ -1,8 +1,21 @@
 """A pytest plugin for tools/gpu-figures.sh: every test's result as it comes, and each failure's
 report, in $GPU_FIGURES_LOGS. A suite stopped by the device call's time limit still tells which
-tests failed and why, and how long each took (to plan the next call)."""
+tests failed and why, and how long each took (to plan the next call). With GPU_FIGURES_REST=1
+the tests that have a result there already are left out: a suite longer than one call runs
+on in the next call on the same machine."""
 
 import os
+
+
+def pytest_collection_modifyitems(config, items):
+    results = f"{os.environ['GPU_FIGURES_LOGS']}/test-results.txt"
+    if os.environ.get("GPU_FIGURES_REST") != "1" or not os.path.exists(results):
+        return
+    with open(results) as recorded:
+        done = {line.rstrip("\n").split(" ", 2)[2] for line in recorded if line.count(" ") >= 2}
+    kept = [item for item in items if item.nodeid not in done]
+    config.hook.pytest_deselected(items=[item for item in items if item.nodeid in done])
+    items[:] = kept
 
 
 def pytest_runtest_logreport(report):
