@@ -102,10 +102,10 @@ def torch_sees_a_gpu() -> bool:
     return torch.cuda.is_available()
 
 
-# What tools/gpu_busy.py printed on an H100 (2026-11-26), its first lines.
+# What tools/gpu_busy.py printed on an H100 (2026-11-26), its first lines (and since, the graphs it compiled).
 GPU_BUSY = """NVIDIA H100 80GB HBM3, torch 2.11.0+cu130
-batch 128 fp32, compiled: no: 48,293 samples/s; per step: wall 2,650 µs, GPU kernels 844 µs
-batch 128 fp32, compiled: model: 55,957 samples/s; per step: wall 2,287 µs, GPU kernels 852 µs
+batch 128 fp32, compiled: no: 48,293 samples/s; per step: wall 2,650 µs, GPU kernels 844 µs; compiled graphs 0
+batch 128 fp32, compiled: model: 55,957 samples/s; per step: wall 2,287 µs, GPU kernels 852 µs; compiled graphs 1
 """
 
 

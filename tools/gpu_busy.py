@@ -78,9 +78,15 @@ def main() -> int:
             name = f"batch {batch} {'bf16' if dtype else 'fp32'}, compiled: {compile_what or 'no'}"
             try:
                 rate, wall, busy = measure(cnn, batch, compile_what, dtype)
-                print(f"{name}: {rate:,.0f} samples/s; per step: wall {wall:,.0f} µs, GPU kernels {busy:,.0f} µs")
+                graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]  # 0: nothing was compiled
+                print(
+                    f"{name}: {rate:,.0f} samples/s; per step: wall {wall:,.0f} µs, GPU kernels {busy:,.0f} µs; "
+                    f"compiled graphs {graphs}"
+                )
             except Exception as error:  # one setting failing must not lose the others' figures
                 print(f"{name}: failed: {type(error).__name__}: {str(error)[:300]}")
+            torch.compiler.reset()  # the next setting compiles as a fresh process would
+            torch._dynamo.utils.counters.clear()
     return 0
 
 
