@@ -5,6 +5,7 @@ for the GPU)."""
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -166,6 +167,7 @@ def test_sigterm_to_every_process_of_a_two_rank_run_saves_and_exits_143(tmp_path
     saves = record_saves(tmp_path / "saves.txt", seconds_per_step=0.3)
     overrides = ["strategy=ddp", "trainer.devices=2", "trainer.max_epochs=40", *saves]
     process = start_until_first_checkpoint(run, *overrides, own_group=True)
+    time.sleep(0.5)  # into the second epoch
     os.killpg(process.pid, signal.SIGTERM)
     _stdout, stderr = process.communicate(timeout=240)
     assert process.returncode == 143, stderr

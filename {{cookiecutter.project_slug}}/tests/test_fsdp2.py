@@ -2,6 +2,7 @@
 training, equal weights on both ranks, sharded checkpoint save and resume."""
 
 import signal
+import time
 
 import pytest
 
@@ -51,6 +52,7 @@ def test_a_stop_saves_every_ranks_shards_and_the_run_resumes_from_there(tmp_path
     run, saves = tmp_path / "outputs" / "fsdp2", tmp_path / "saves.txt"
     overrides = ["strategy=fsdp2", "trainer.devices=2", "trainer.max_epochs=40"]
     process = start_until_first_checkpoint(run, *overrides, *record_saves(saves, seconds_per_step=0.3))
+    time.sleep(0.5)  # into the second epoch
     process.send_signal(signal.SIGTERM)
     _stdout, stderr = process.communicate(timeout=240)
     assert process.returncode == 143, stderr

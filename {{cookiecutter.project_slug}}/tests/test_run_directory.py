@@ -709,6 +709,7 @@ def test_a_second_ctrl_c_during_the_stops_save_exits_130_and_the_run_resumes(tmp
     run = tmp_path / "run"
     saves = record_saves(tmp_path / "saves.txt", seconds_per_step=0.3, stop_save_seconds=6)
     process = start_until_first_checkpoint(run, "trainer.max_epochs=20", *saves)
+    time.sleep(0.5)  # into the second epoch
     process.send_signal(signal.SIGINT)
     time.sleep(2.5)  # the step's end (within 0.3 s), then into the save's 6 s
     process.send_signal(signal.SIGINT)
