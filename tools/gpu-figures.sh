@@ -254,14 +254,13 @@ for log in sorted(out.glob("*.log")):
 tests, results = out / "tests.log", out / "test-results.txt"
 found = re.findall(r"^=+ (.*\d+ (?:passed|failed).*) =+$", tests.read_text(), re.M) if tests.exists() else []
 outcomes = [line.split(" ", 2) for line in results.read_text().splitlines()] if results.exists() else []
+counts = ", ".join(f"{sum(1 for o, _, _ in outcomes if o == k)} {k}" for k in ("failed", "passed", "skipped"))
 if found:
     rows.append(f"the generated suite: {found[-1]}")
 elif outcomes:  # stopped before its end
-    counts = {outcome: sum(1 for o, _, _ in outcomes if o == outcome) for outcome in ("failed", "passed", "skipped")}
-    rows.append("the generated suite, stopped before its end: " + ", ".join(f"{n} {o}" for o, n in counts.items()))
+    rows.append(f"the generated suite, stopped before its end: {counts}")
 if found and outcomes and os.environ.get("GPU_FIGURES_REST") == "1":  # this call's and the earlier ones'
-    counts = {outcome: sum(1 for o, _, _ in outcomes if o == outcome) for outcome in ("failed", "passed", "skipped")}
-    rows.append("the generated suite, all calls: " + ", ".join(f"{n} {o}" for o, n in counts.items()))
+    rows.append(f"the generated suite, all calls: {counts}")
 rows += [f"  failed: {test}" for outcome, _, test in outcomes if outcome == "failed"]
 for compared in sorted(out.glob("profile-*/*-*.txt")):  # where one way spends more host time than another
     _heading, difference, _caveat, _columns, *table = compared.read_text().splitlines()

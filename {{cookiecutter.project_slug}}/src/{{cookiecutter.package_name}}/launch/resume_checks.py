@@ -104,8 +104,6 @@ def _sharded_shapes(folder: Path) -> dict:
     DeepSpeed's model states of rank 0 (under ZeRO-3 the parameters' shapes are listed apart,
     the buffers kept whole), or torch.distributed.checkpoint's metadata (FSDP2, FSDP). {} where
     unreadable: the strategy's own load then says why."""
-    from ..callbacks.checkpoints import state_file
-
     try:
         if (folder / ".metadata").is_file():
             from torch.distributed.checkpoint import FileSystemReader
@@ -113,7 +111,7 @@ def _sharded_shapes(folder: Path) -> dict:
             stored = FileSystemReader(str(folder)).read_metadata().state_dict_metadata
             prefix = "state_dict."  # Lightning's key for the model's weights
             return {key[len(prefix) :]: item.size for key, item in stored.items() if key.startswith(prefix)}
-        state = _saved_state(str(folder)) if state_file(folder) else {}
+        state = _saved_state(str(folder))
         shapes = {key: value.shape for key, value in (state.get("module") or {}).items() if value.numel()}
         for group in state.get("param_shapes") or []:  # ZeRO-3: each rank's module holds empty parameters
             shapes.update(group)
