@@ -206,11 +206,46 @@ def start_until_first_checkpoint(
 ) -> subprocess.Popen:
     """train.py as run_id=<run.name> under run.parent, returned once it wrote last.ckpt.
     own_group: in a process group of its own (its ranks too), which os.killpg signals at once."""
+    return start_until(run / "checkpoints" / "last.ckpt", run, *overrides, env=env, own_group=own_group)
+
+
+def start_until(
+    written: Path, run: Path, *overrides: str, env: dict[str, str] | None = None, own_group: bool = False
+) -> subprocess.Popen:
+    """train.py as run_id=<run.name> under run.parent, returned once the file `written` exists."""
     command = [sys.executable, str(PROJECT / "train.py"), *FAST, f"output_root={run.parent}", f"run_id={run.name}"]
     pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     env = env or project_env()
     process = subprocess.Popen([*command, *overrides], cwd=PROJECT, env=env, start_new_session=own_group, **pipes)
     deadline = time.monotonic() + 240
-    while not (run / "checkpoints" / "last.ckpt").exists() and process.poll() is None and time.monotonic() < deadline:
+    while not written.exists() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
     return process
+
+
+class RecordValidations(pl.Callback):
+    """Test-only: the epoch of every whole validation during training, one line each. Each
+    validation batch takes `seconds_per_batch` longer; `<path>.began` appears at the end of the
+    first batch of a validation (not the sanity check), a moment to stop the run in."""
+
+    def __init__(self, path: str, seconds_per_batch: float = 0.0):
+        self.path = Path(path)
+        self.seconds_per_batch = seconds_per_batch
+
+    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
+        if not trainer.sanity_checking:
+            self.path.with_name(self.path.name + ".began").touch()
+            time.sleep(self.seconds_per_batch)
+
+    def on_validation_end(self, trainer, pl_module):
+        if not trainer.sanity_checking and trainer.is_global_zero:
+            with open(self.path, "a") as record:
+                record.write(f"{trainer.current_epoch}\n")
+
+
+def record_validations(path: Path, seconds_per_batch: float) -> list[str]:
+    return [
+        "+callbacks.validations._target_=tests.helpers.RecordValidations",
+        f"+callbacks.validations.path={path}",
+        f"+callbacks.validations.seconds_per_batch={seconds_per_batch}",
+    ]

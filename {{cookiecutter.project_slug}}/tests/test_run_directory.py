@@ -27,7 +27,9 @@ from tests.helpers import (
     needs_cuda,
     project_env,
     record_saves,
+    record_validations,
     run_train,
+    start_until,
     start_until_first_checkpoint,
     step_of,
 )
@@ -257,6 +259,25 @@ def test_resume_takes_the_config_of_the_start_that_wrote_its_checkpoint(tmp_path
         "run_id='run'",
         "ckpt_path='last'",
         "trainer.max_epochs=3",
+    ]
+
+
+def test_a_resume_changes_or_drops_a_key_that_its_start_added(tmp_path):
+    """`+key=...` at the start, `key=...` at the resume: the saved `+key` was dropped for the new
+    value, so the key no longer existed and the resume stopped with "no such key"."""
+    from {{ cookiecutter.package_name }}.launch.run_directory import resume_overrides
+
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    added = ["+callbacks.extra._target_=x.Y", "+callbacks.extra.seconds=1", "++trainer.max_time=null"]
+    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(added))
+    new = ["callbacks.extra.seconds=0", "~callbacks.extra._target_", "trainer.max_time=00:01:00:00"]
+    assert resume_overrides([f"resume={run}", *new]) == [
+        f"output_root='{tmp_path}'",
+        "run_id='run'",
+        "ckpt_path=null",  # no checkpoint yet
+        "+callbacks.extra.seconds=0",
+        "trainer.max_time=00:01:00:00",
     ]
 
 
@@ -725,6 +746,30 @@ def test_a_second_ctrl_c_during_the_stops_save_exits_130_and_the_run_resumes(tmp
     )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     assert step_of(run / "checkpoints" / "last.ckpt") == (newest // 4 + 1) * 4
+
+
+@pytest.mark.parametrize("ranks", [1, pytest.param(2, marks=pytest.mark.slow)])
+def test_a_stop_during_validation_resumes_with_that_whole_validation(tmp_path, ranks):
+    """Lightning 2.6 resumed a checkpoint saved at a validation batch's end past the rest of
+    that validation: the epoch's validation metrics, the best checkpoint they choose and that
+    epoch's checkpoint were lost. Now the resume runs that validation again, from its start."""
+    run, validations = tmp_path / "run", tmp_path / "validations.txt"
+    overrides = ["data.num_samples=4096", "trainer.limit_val_batches=16", "trainer.max_epochs=2"]
+    overrides += record_validations(validations, seconds_per_batch=0.5)
+    overrides += ["strategy=ddp", "trainer.devices=2"] if ranks == 2 else []
+    process = start_until(tmp_path / "validations.txt.began", run, *overrides, own_group=True)
+    os.killpg(process.pid, signal.SIGTERM)  # in the first epoch's validation
+    _stdout, stderr = process.communicate(timeout=240)
+    assert process.returncode == 143, stderr
+    assert f"Stopped by SIGTERM at step 4: saved {run / 'checkpoints' / 'last.ckpt'}" in stderr, stderr
+    assert not validations.exists(), "the validation was not cut off"
+    resumed = subprocess.run(
+        [sys.executable, str(PROJECT / "train.py"), f"resume={run}", "callbacks.validations.seconds_per_batch=0"],
+        cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert validations.read_text().split() == ["0", "1"], "a validation was skipped"
+    assert step_of(run / "checkpoints" / "last.ckpt") == 8, "training steps lost or trained twice"
 
 
 def test_a_second_start_of_a_run_that_is_still_training_stops_with_one_line(tmp_path):

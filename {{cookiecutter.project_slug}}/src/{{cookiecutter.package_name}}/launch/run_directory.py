@@ -91,6 +91,10 @@ def resume_overrides(argv: list[str]) -> list[str]:
 
     newest = newest_checkpoint(run_dir)  # read once, for both uses below
     saved = [arg for arg in yaml.safe_load(_record_of_newest_checkpoint(newest, records).read_text()) or []]
+    # A key the start added (+key=...) exists only through that override: a new value keeps the +.
+    added = {_key(arg) for arg in saved if arg.startswith("+") and not arg.startswith("++")}
+    new = [_still_added(arg) if _key(arg) in added else arg for arg in new]
+    new = [arg for arg in new if not (arg.startswith("~") and _key(arg) in added)]  # ~key: not added again
     saved = [arg for arg in saved if _key(arg) not in replaced]
     place = {"output_root": str(run_dir.absolute().parent), "run_id": run_dir.name, "ckpt_path": "last"}
     _check_not_elsewhere(run_dir, [arg for arg in new if _key(arg) in mine], place)
@@ -109,6 +113,10 @@ def resume_overrides(argv: list[str]) -> list[str]:
         place["ckpt_path"] = None
     placed = [f"{key}={'null' if value is None else _hydra_value(value)}" for key, value in place.items()]
     return [*options, *saved, *placed, *[arg for arg in new if arg not in options and _key(arg) not in mine]]
+
+
+def _still_added(arg: str) -> str:
+    return arg if arg.startswith(("+", "~")) else f"+{arg}"
 
 
 def _check_not_elsewhere(run_dir: Path, given: list[str], place: dict[str, str]) -> None:
