@@ -357,6 +357,28 @@ def test_the_throughput_goes_to_the_loggers_without_self_log(tmp_path, monkeypat
     assert float(rows[-1][TOTAL]) == pytest.approx(total) and float(rows[-1][PER_RANK]) == pytest.approx(total)
 
 
+def test_an_epoch_with_no_batch_measured_logs_no_throughput():
+    """A run resumed at an epoch's end (e.g. stopped during its validation) trains none of its
+    batches: it logged 0 samples/s, a false dip in every plot of the run."""
+    from types import SimpleNamespace
+
+    from {{ cookiecutter.package_name }}.callbacks.throughput import Throughput
+
+    logged = []
+    logger = SimpleNamespace(log_metrics=lambda metrics, step: logged.append(metrics))
+    trainer = SimpleNamespace(world_size=1, global_step=0, loggers=[logger])
+    trainer.callback_metrics, trainer.progress_bar_metrics = {}, {}
+    throughput = Throughput()
+    throughput.on_train_start(trainer, None)
+    throughput.on_train_epoch_end(trainer, None)
+    assert logged == [] and trainer.callback_metrics == {} and trainer.progress_bar_metrics == {}
+    batch = (torch.zeros(4, 1), torch.zeros(4))
+    for _ in range(2):
+        throughput.on_train_batch_end(trainer, None, None, batch, 0)
+    throughput.on_train_epoch_end(trainer, None)
+    assert len(logged) == 1 and float(trainer.callback_metrics["throughput/samples_per_sec"]) > 0
+
+
 def test_the_bar_reads_values_on_the_host_at_once():
     from {{ cookiecutter.package_name }}.callbacks.progress import ReadWithoutWaiting
 

@@ -45,6 +45,8 @@ class Throughput(pl.Callback):
         if trainer.world_size > 1:  # every rank, also with nothing measured: it is a collective
             here = torch.tensor(total, device=trainer.strategy.root_device)
             total = float(trainer.strategy.reduce(here, reduce_op="sum"))
+        if total == 0.0:  # no batches measured (resumed at the epoch's end): no figure, not a 0 in the plots
+            return
         figures = {TOTAL: total, PER_RANK: total / trainer.world_size}
         for logger in trainer.loggers:  # rank 0 writes; the file is flushed at the logger's next save
             logger.log_metrics(figures, step=trainer.global_step)
