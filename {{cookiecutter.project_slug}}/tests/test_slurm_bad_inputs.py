@@ -44,6 +44,9 @@ BAD_INPUTS = [
     (["cluster=puhti", "cluster.slurm.gpu_type=v100;reboot"], "cluster.slurm.gpu_type=v100;reboot"),
     (["cluster=puhti", "cluster.slurm.modules=pytorch"], "cluster.slurm.modules=pytorch"),
     (["cluster=puhti", "cluster.slurm.tme=1"], "cluster.slurm.tme"),
+    (["cluster=puhti", "cluster.slurm.account=projé"], "(LexerNoViableAltException: cluster.slurm.account=projé). Fix"),
+    (["cluster=puhti", "cluster.slurm.account=a,b"], "account=a,b: several values (a sweep). Fix: quote the value"),
+    (["cluster=puhti", "launcher="], "launcher=: choose one of srun, torchrun, horovodrun"),
     (["cluster=puhti", "cluster.slurm.container='singularity exec"], "cluster.slurm.container"),
     (["cluster=puhti", "--", "trainer.max_epochs=1\nrm -rf ~"], "one line"),
     # train.py's overrides, checked as train.py will check them on the nodes (not after the queue)
@@ -68,6 +71,28 @@ def test_a_bad_argument_gets_one_line_and_no_script(argv, words, tmp_path, capsy
     assert lines[0].startswith("ERROR: ") and words in lines[0], lines[0]
     assert "Traceback" not in captured.err and captured.out == ""
     assert not (tmp_path / "out").exists()
+
+
+def test_a_value_outside_hydras_syntax_takes_the_quoted_form_the_line_gives(capsys):
+    """The fix of a value with é or a comma: quoted as the line says, it is taken as written."""
+    assert slurm_main(["cluster=puhti", "cluster.slurm.account=projé"]) == 2
+    fix = capsys.readouterr().err.split("Fix: quote the value, ")[1].strip()
+    assert fix == """'cluster.slurm.account="projé"'"""
+    assert slurm_main(["cluster=puhti", fix.strip("'")]) == 0
+    assert "#SBATCH --account=projé" in capsys.readouterr().out
+
+
+def test_the_list_of_clusters_leaves_out_the_tests_own(capsys):
+    assert slurm_main(["cluster=nowhere"]) == 2
+    line = capsys.readouterr().err
+    assert "choose one of: generic, local, lumi," in line and "localslurm" not in line
+
+
+def test_settings_may_follow_an_option(tmp_path, capsys):
+    """argparse took a setting after -o for an unrecognized argument."""
+    script = tmp_path / "job.sh"
+    assert slurm_main(["cluster=puhti", "-o", str(script), "nodes=2"]) == 0
+    assert "#SBATCH --nodes=2" in script.read_text()
 
 
 def test_the_script_never_replaces_a_file_that_is_not_a_batch_script(tmp_path, capsys):

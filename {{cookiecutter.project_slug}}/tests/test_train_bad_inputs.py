@@ -145,6 +145,7 @@ BAD_VALUES = [
     (["+seed=3"], "+seed=3: seed is already in the config. Fix: seed=3 (without +)"),
     (["+cluster=lumi"], "+cluster=lumi: cluster is already in the config. Fix: cluster=lumi (without +)"),
     (["data.batch_size=[1,"], "data.batch_size=[1,: not a valid override"),
+    (["run_id=é"], "run_id=é: not a valid override (LexerNoViableAltException: run_id=é). Fix: key=value"),
     (["output_root=/proc/no/such/dir"], "output_root=/proc/no/such/dir: cannot be written: /proc is not writable"),
     (["output_root=${oc.env:RV_UNSET}"], "'RV_UNSET' not found\". Fix: set what it refers to, or give output_root"),
     (["ckpt_path=/nonexistent.ckpt"], "ckpt_path=/nonexistent.ckpt: no such file or directory. Fix: ckpt_path=last"),

@@ -43,6 +43,11 @@ def one_line(message: str) -> str:
     return " ".join(line.strip() for line in message.strip().splitlines() if line.strip())
 
 
+def parse_problem(error: Exception) -> str:
+    """Hydra's override parse error without its caret line and link: `LexerNoViableAltException: a=é`."""
+    return " ".join(str(error).strip().splitlines()[0].split()).split(". See https://")[0]
+
+
 def stop(message: str, code: int = 2) -> NoReturn:
     """Print the error once (rank 0; every rank of srun/torchrun checks the same), exit 2 (a wrong
     input; `code` for what went wrong later)."""
@@ -135,7 +140,7 @@ def _jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
         try:
             parsed += parser.parse_overrides([override])
         except OverrideParseException as error:
-            reason = one_line(str(error)).split(". See")[0]
+            reason = parse_problem(error)
             raise SetupError(
                 f"{override}: not a valid override ({reason}). Fix: key=value, e.g. data.batch_size=64; "
                 "quote a value with spaces or special characters: 'key=\"a b\"'"

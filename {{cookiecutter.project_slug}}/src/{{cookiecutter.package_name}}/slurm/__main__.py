@@ -54,7 +54,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("-o", "--output", type=Path, help="write the script here instead of printing it")
     parser.add_argument("--submit", action="store_true", help="write the script (to logs/ without -o) and sbatch it")
     parser.add_argument("--write-scripts", action="store_true", help="re-render scripts/ from slurm_scripts.yaml")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # settings also after an option: cluster=lumi -o job.sh nodes=2
     args.train_overrides = train_overrides
     return args
 
@@ -84,7 +84,7 @@ def job_from(settings: list[str], train_overrides: list[str], command: str) -> J
     return Job(
         cluster=cluster,
         strategy=strategy,
-        launcher=values.get("launcher") or strategy_launcher(strategy),
+        launcher=values["launcher"] if "launcher" in values else strategy_launcher(strategy),  # launcher= is refused
         nodes=count("nodes", values.get("nodes", "1")),
         gpus_per_node=None if gpus == "all" else count("gpus", gpus),
         test=BOOLEANS[test.lower()],

@@ -4,6 +4,7 @@ the same files, defaults lists and ${...} interpolations that train.py composes.
 import fnmatch
 import functools
 import os
+import shlex
 import socket
 import sys
 from contextlib import contextmanager
@@ -44,7 +45,12 @@ def load(group: str, name: str, configs: Path = CONFIGS, overrides: list[str] = 
     """configs/<group>/<name>.yaml as Hydra composes it, with `KEY=VALUE` overrides of its keys
     (`+KEY=VALUE` adds a key, `~KEY` removes one), as plain data."""
     if name not in choices(group, configs):
-        raise ProfileError(f"{group}={name} does not exist; choose one of: {', '.join(choices(group, configs))}")
+        from ..launch.command_line import HIDDEN  # the tests' own profile: not offered
+
+        offered = [choice for choice in choices(group, configs) if choice not in HIDDEN]
+        raise ProfileError(f"{group}={name} does not exist; choose one of: {', '.join(offered)}")
+    for override in overrides:
+        check_parses(group, override)
     try:
         config = composed(configs, (f"+{group}={name}",), files(configs, group))[group]
         for override in overrides:
@@ -69,6 +75,26 @@ def composed(configs: Path, overrides: tuple[str, ...], files: tuple) -> DictCon
 def files(configs: Path, group: str) -> tuple:
     """The group's files and their change times: an edited profile is composed again."""
     return tuple((path.name, path.stat().st_mtime_ns) for path in sorted((configs / group).glob("*.yaml")))
+
+
+def check_parses(group: str, override: str) -> None:
+    """KEY=VALUE must be one value in Hydra's override syntax: unquoted, a value with characters
+    outside it (é, a space) is a lexer error, and a,b a sweep, which a profile cannot take."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    given = prefixed(group, override)
+    try:
+        (parsed,) = OverridesParser.create().parse_overrides([given])
+        problem = "several values (a sweep)" if parsed.is_sweep_override() else None
+    except OverrideParseException as error:
+        from ..launch.command_line import parse_problem
+
+        problem = f"not a valid override ({parse_problem(error)})"
+    if problem:
+        key, _, value = given.partition("=")
+        quoted = shlex.quote(f'{key}="{value}"') if '"' not in value else shlex.quote(f"{key}='{value}'")
+        raise ProfileError(f"{given}: {problem}. Fix: quote the value, {quoted}")
 
 
 def check_key(group: str, config, override: str) -> None:
