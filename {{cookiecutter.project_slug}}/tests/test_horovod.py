@@ -4,6 +4,7 @@ checkpoints, resume. Under Slurm (srun --mpi=pmix): tests/test_slurm_jobs.py."""
 
 import csv
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers import FAST, assert_same_weights, recorded, require_horovod, run_train
+from tests.helpers import FAST, PROJECT, assert_same_weights, project_env, recorded, require_horovod, run_train
 
 pytest.importorskip("horovod.torch", reason="build it with: bash scripts/install-horovod.sh")
 pytestmark = pytest.mark.slow
@@ -99,3 +100,14 @@ def test_gpus_need_a_horovod_built_with_cuda(monkeypatch):
     with pytest.raises(SetupError, match="(?s)built without CUDA.*Fix: HOROVOD_REBUILD=1 bash scripts/install"):
         check_gpu_support(torch.device("cuda", 0))
     check_gpu_support(torch.device("cpu"))  # CPUs need nothing more than gloo
+
+
+def test_too_little_data_for_the_horovod_ranks_names_what_sets_their_number(tmp_path):
+    """The fix named trainer.devices, which does not start Horovod's ranks: horovodrun -np does."""
+    require_horovod()
+    command = [*HOROVODRUN, "--gloo", sys.executable, str(PROJECT / "train.py"), *FAST, "strategy=horovod"]
+    command += [*TWO_CPU_PROCESSES, "data.num_samples=64", "data.batch_size=64", f"output_root={tmp_path}"]
+    result = subprocess.run(command, cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    line = next(line for line in result.stderr.splitlines() if "ERROR: data.batch_size=64" in line)
+    assert "fewer processes (horovodrun -np, or srun's tasks)" in line, line

@@ -83,6 +83,13 @@ def processes(trainer: pl.Trainer) -> int:
         return 1
 
 
+def processes_key(trainer: pl.Trainer) -> str:
+    """What sets the number of processes, for a fix: Horovod's ranks are started outside Lightning."""
+    if getattr(trainer.strategy, "strategy_name", None) == "horovod":
+        return "horovodrun -np, or srun's tasks"
+    return "trainer.devices"
+
+
 def optimizer_settings(cfg: DictConfig) -> list[str]:
     """The settings model.optimizer gives the optimizer (lr, weight_decay, ...), not how it runs (fused)."""
     optimizer = cfg.model.get("optimizer") or {}
@@ -119,7 +126,7 @@ def train(cfg: DictConfig, ckpt_path: str | None) -> pl.Trainer:
     if changed:  # a resume with other optimizer settings: Lightning would restore the old ones
         trainer.callbacks.append(OptimizerSettingsFromConfig(changed))
     ranks = processes(trainer)
-    datamodule.check_enough_for(ranks)
+    datamodule.check_enough_for(ranks, processes_key(trainer))
     stages = ("train", "val", "test") if cfg.test_after_fit else ("train", "val")
     check_epoch_length(trainer, {stage: datamodule.batches(stage, ranks) for stage in stages})
     on_gpu = trains_on_gpu(trainer)

@@ -35,8 +35,8 @@ def choices(group: str) -> list[str]:
 
 def config_groups() -> str:
     """`group: a, b, c` per line, for `--help` (configs/train.yaml's hydra.help.template)."""
-    groups = sorted(path.name for path in CONFIGS.iterdir() if path.is_dir() and choices(path.name))
-    return "\n".join(f"{group}: {', '.join(choices(group))}" for group in groups)
+    groups = [path.relative_to(CONFIGS).as_posix() for path in CONFIGS.rglob("*") if path.is_dir()]
+    return "\n".join(f"{group}: {', '.join(choices(group))}" for group in sorted(groups) if choices(group))
 
 
 def one_line(message: str) -> str:
