@@ -15,6 +15,7 @@ import json
 import keyword
 import os
 import re
+import shlex
 import sys
 import unicodedata
 
@@ -169,7 +170,7 @@ def _check_command_line_keys(answers):
     for key, value in (given if isinstance(given, dict) else {}).items():
         if key not in known:
             close = difflib.get_close_matches(key, known, n=1)
-            fix = f"{close[0]}={value}" if close else f"one of {', '.join(known)}"
+            fix = shlex.quote(f"{close[0]}={value}") if close else f"one of {', '.join(known)}"  # as typed in a shell
             _refuse(key, value, "not an answer of this template", fix)
 
 

@@ -32,6 +32,7 @@ BAD_ANSWERS = [
     (["cluster=foo"], "cluster='foo': not one of local, puhti, mahti, lumi, palmetto, narvi, generic"),
     (["cluster=lumii"], "Fix: cluster=lumi"),
     (["clustr=lumi"], "clustr='lumi': not an answer of this template. Fix: cluster=lumi"),
+    (["author_name=Jane Doe"], "author_name='Jane Doe': not an answer of this template. Fix: 'author=Jane Doe'"),
     (["_choices=x"], "_choices='x': not an answer of this template"),
     (["strategy=ddp2"], "strategy='ddp2': not one of ddp, deepspeed, horovod, fsdp"),
     (["logger=mlflow"], "logger='mlflow': not one of tensorboard, csv, wandb"),
