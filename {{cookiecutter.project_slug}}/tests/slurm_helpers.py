@@ -145,11 +145,21 @@ def write_script(directory: Path, name: str = "job.sh", **job) -> Path:
 
 class RecordStarts(pl.Callback):
     """Test-only: note where each start of training begins, and slow the steps down so a
-    signal can arrive in the middle. Add with `+callbacks.starts._target_=tests.slurm_helpers.RecordStarts`."""
+    signal can arrive in the middle. Add with `+callbacks.starts._target_=tests.slurm_helpers.RecordStarts`.
+    Testing (test_after_fit): `testing` appears at its first batch's end, `tested` at its end."""
 
-    def __init__(self, path: str, seconds_per_step: float = 0.0):
+    def __init__(self, path: str, seconds_per_step: float = 0.0, seconds_per_test_batch: float = 0.0):
         self.path = Path(path)
         self.seconds_per_step = seconds_per_step
+        self.seconds_per_test_batch = seconds_per_test_batch
+
+    def on_test_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
+        (self.path / "testing").touch()
+        time.sleep(self.seconds_per_test_batch)
+
+    def on_test_end(self, trainer, pl_module):
+        if trainer.is_global_zero:
+            (self.path / "tested").touch()
 
     def on_train_start(self, trainer, pl_module):
         self.path.mkdir(parents=True, exist_ok=True)

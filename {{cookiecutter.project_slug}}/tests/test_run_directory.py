@@ -495,6 +495,24 @@ def test_a_restarted_run_resumes_by_itself_from_the_newest_checkpoint(tmp_path):
     assert step_of(run / "checkpoints" / "last.ckpt") == 12
 
 
+@pytest.mark.parametrize("test_after_fit", [True, False])
+def test_a_restart_after_the_training_ended_does_what_is_left_and_exits_0(tmp_path, test_after_fit):
+    """A requeue after the training's end (a node failed while test_after_fit tested) was
+    refused by the epochs check: exit 2, the job FAILED, and the test never ran."""
+    run = tmp_path / "run"
+    start = [f"output_root={tmp_path}", "run_id=run", "trainer.max_epochs=1", f"test_after_fit={test_after_fit}"]
+    run_train(*FAST, *start)
+    trained = (run / "checkpoints" / "last.ckpt").stat().st_mtime_ns
+    result = train(*start, env=project_env(TORCHELASTIC_RESTART_COUNT="1"))
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    left = "testing its weights" if test_after_fit else "nothing left to do"
+    assert f"Restarted after the training had ended ({run / 'checkpoints' / 'last.ckpt'}): {left}" in output
+    assert ("test/acc" in output) == test_after_fit, output  # Lightning's table of the test's results
+    assert (run / "checkpoints" / "last.ckpt").stat().st_mtime_ns == trained  # nothing trained, nothing saved
+    assert "ERROR" not in output
+
+
 # ------------------------------------------------------------------ checkpoint writes
 
 KILL_DURING_WRITE = """

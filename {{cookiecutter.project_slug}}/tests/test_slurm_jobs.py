@@ -182,6 +182,35 @@ def test_requeue_after_a_killed_step_resumes_from_the_newest_checkpoint(local_sl
     assert not list(run.rglob("*.partial")), "a partial checkpoint file is left"
 
 
+def test_a_requeue_after_the_training_ended_tests_and_the_job_completes(local_slurm, tmp_path):
+    """A node failure while test_after_fit tests: the requeued job finds the training ended and
+    tests. Before, the epochs check refused the restart: exit 2, the job FAILED, nothing tested."""
+    starts = tmp_path / "starts"
+    script = write_script(tmp_path, nodes=2, launcher="srun")
+    job_id = local_slurm.submit(
+        script,
+        *FAST,
+        "trainer.max_epochs=1",
+        "test_after_fit=true",
+        f"output_root={tmp_path / 'outputs'}",
+        "+callbacks.starts._target_=tests.slurm_helpers.RecordStarts",
+        f"+callbacks.starts.path={starts}",
+        "+callbacks.starts.seconds_per_test_batch=3",
+    )
+    local_slurm.wait_for((starts / "testing").exists, f"job {job_id} did not begin testing", timeout=300)
+    assert local_slurm.kill_step(job_id) == 4, "not every rank was found"
+    local_slurm.wait(job_id, timeout=120)
+    assert not (starts / "tested").exists(), "the test ended before the step was killed"
+    local_slurm.command("scontrol", "requeue", job_id)
+    local_slurm.release_requeued(job_id)
+    info = local_slurm.wait(job_id, timeout=600)
+    log = local_slurm.log(script, job_id)
+    assert info["JobState"] == "COMPLETED", f"job {job_id} ended {info['JobState']}:\n{log}"
+    run = tmp_path / "outputs" / f"slurm-{job_id}"
+    assert f"Restarted after the training had ended ({run / 'checkpoints' / 'last.ckpt'}): testing its weights" in log
+    assert (starts / "tested").exists() and len(starts_of(starts)) == 1, "trained again, or did not test"
+
+
 def test_sigterm_saves_and_the_job_fails_with_the_resume_command(local_slurm, tmp_path):
     """scancel (or the time limit) sends SIGTERM: the ranks save at the next step and exit 143,
     so the job reads FAILED, not COMPLETED, and the log says where to resume from."""

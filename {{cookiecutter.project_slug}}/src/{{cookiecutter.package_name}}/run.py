@@ -20,6 +20,7 @@ from .hook_costs import (
     store_hook_names_directly,
 )
 from .launch.checks import check_environment, check_epoch_length
+from .launch.environment import restarted
 from .launch.errors import SetupError
 from .launch.resume_checks import (
     check_checkpoint_fits,
@@ -27,8 +28,9 @@ from .launch.resume_checks import (
     check_deepspeed_world_size,
     check_epochs_left,
     check_time_left,
+    training_ended,
 )
-from .launch.run_directory import checkpoint_to_resume, release, this_start_subdir
+from .launch.run_directory import checkpoint_to_resume, release, shown, this_start_subdir
 from .launch.warnings import quiet_benign_messages
 from .speed import compiled, set_matmul_precision, trains_on_gpu
 
@@ -121,7 +123,11 @@ def train(cfg: DictConfig, ckpt_path: str | None) -> pl.Trainer:
     changed = check_checkpoint_fits(model, ckpt_path, optimizer_settings(cfg))
     trainer = build_trainer(cfg)
     check_time_left(trainer, ckpt_path)
-    check_epochs_left(trainer, ckpt_path)
+    # A requeue or torchrun restart after the training's end (a node failed while test_after_fit
+    # tested): what is left is the test, if any. Before, the epochs check refused it (exit 2).
+    ended = restarted() and training_ended(trainer, ckpt_path)
+    if not ended:
+        check_epochs_left(trainer, ckpt_path)
     check_deepspeed_world_size(trainer, ckpt_path)
     if changed:  # a resume with other optimizer settings: Lightning would restore the old ones
         trainer.callbacks.append(OptimizerSettingsFromConfig(changed))
@@ -135,7 +141,11 @@ def train(cfg: DictConfig, ckpt_path: str | None) -> pl.Trainer:
     rank_zero_info(f"Run directory (shared by all ranks): {cfg.output_dir}")
     with cuda_availability_cached(on_gpu):
         with stop_exit_code(trainer):  # SIGTERM, Ctrl-C: saved, then 143 / 130 (also while testing)
-            trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
+            if ended:
+                left = "testing its weights" if cfg.test_after_fit else "nothing left to do"
+                rank_zero_info(f"Restarted after the training had ended ({shown(ckpt_path)}): {left}")
+            else:
+                trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
             if cfg.test_after_fit:
-                trainer.test(model, datamodule=datamodule)
+                trainer.test(model, datamodule=datamodule, ckpt_path=ckpt_path if ended else None)
     return trainer

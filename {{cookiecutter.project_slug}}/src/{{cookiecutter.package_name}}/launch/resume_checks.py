@@ -148,24 +148,36 @@ def check_epochs_left(trainer, ckpt_path: str | None) -> None:
     fewer epochs than trained, Lightning stopped with a traceback ("You restored a checkpoint
     with current_epoch=4, but you have set Trainer(max_epochs=1)"); with as many, it trained
     nothing and exited 0."""
+    problem = _limit_reached(trainer, ckpt_path)
+    if problem:
+        raise SetupError(problem)
+
+
+def training_ended(trainer, ckpt_path: str | None) -> bool:
+    """The checkpoint has reached trainer.max_epochs or trainer.max_steps: nothing left to train."""
+    return _limit_reached(trainer, ckpt_path) is not None
+
+
+def _limit_reached(trainer, ckpt_path: str | None) -> str | None:
     state = _saved_state(ckpt_path)
     try:
         epochs = int(state["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"])  # mid-epoch: the done ones
         steps = int(state["global_step"])
     except (KeyError, TypeError, ValueError):
-        return
+        return None
     trained = f"the run has trained {epochs} epoch(s), {steps} step(s) already ({ckpt_path})"
     max_epochs, max_steps = trainer.max_epochs, trainer.max_steps
     if max_epochs not in (None, -1) and epochs >= max_epochs:
-        raise SetupError(
+        return (
             f"trainer.max_epochs={max_epochs}: {trained}, and a resume trains up to max_epochs in all. "
             f"Fix: trainer.max_epochs={epochs + 1} or more"
         )
     if max_steps not in (None, -1) and steps >= max_steps:
-        raise SetupError(
+        return (
             f"trainer.max_steps={max_steps}: {trained}, and a resume trains up to max_steps in all. "
             f"Fix: trainer.max_steps={steps + 1} or more, or trainer.max_steps=-1 (no limit)"
         )
+    return None
 
 
 def check_deepspeed_world_size(trainer, ckpt_path: str | None) -> None:
