@@ -272,6 +272,10 @@ BAD_OVERRIDES = [
     ("benchmark.overhead", [*ONE_STEP, "data=mnist"], "ERROR: data=mnist: benchmark.overhead trains on synthetic"),
     ("benchmark.overhead", [*ONE_STEP, "data.batch_size=4"], "ERROR: data.batch_size=4: benchmark.overhead sets it"),
     ("benchmark.epoch_end", ["--epochs=3", "data=mnist"], "ERROR: data=mnist: benchmark.epoch_end trains on synthetic"),
+    # More data than memory (before: torch's allocation error, a traceback)
+    ("benchmark.__main__", [*ONE_STEP, "data.num_samples=10000000000", CPU], "ERROR: data.num_samples=10000000000: "),
+    ("benchmark.overhead", ["--steps=1000000000", CPU], "ERROR: --warmup + --steps = 1000000050 batches of 128: about"),
+    ("benchmark.epoch_end", ["--batches=1000000000", CPU], "ERROR: --batches 1000000000 of 128: about"),
 ]
 
 

@@ -304,6 +304,32 @@ def test_too_little_data_for_the_processes_names_the_batch_size():
         data.check_enough_for(3)
 
 
+def test_a_synthetic_set_larger_than_memory_stops_with_one_line(monkeypatch):
+    """Before: torch's allocation error, a traceback from inside fit (or, where Linux overcommits,
+    a process killed later without a word)."""
+    from {{ cookiecutter.package_name }}.data import memory, synthetic
+
+    monkeypatch.setattr(memory, "available_memory", lambda: 10 * memory.GIB)
+    monkeypatch.setattr(synthetic, "available_memory", lambda: 10 * memory.GIB)
+    fits = 10 * memory.GIB // synthetic.bytes_to_make(1, (1, 28, 28))
+    SyntheticDataModule(num_samples=fits).check_enough_for(1)
+    too_many = f"data.num_samples={fits + 1}: about 10.0 GiB to make in memory, and 10.0 GiB are available here. "
+    with pytest.raises(SetupError, match=f"^{too_many}Fix: data.num_samples={fits} or fewer$"):
+        SyntheticDataModule(num_samples=fits + 1).check_enough_for(1)
+    assert memory.available_memory() > 0  # the figure itself, as read from this machine (the real function)
+
+
+def test_train_py_refuses_a_synthetic_set_larger_than_memory_before_any_file(tmp_path):
+    overrides = ["data=synthetic", "data.num_samples=1000000000000", "trainer.accelerator=cpu"]
+    overrides.append(f"output_root={tmp_path}")
+    command = [sys.executable, str(PROJECT / "train.py"), *overrides]
+    result = subprocess.run(command, cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2, result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("ERROR")]
+    assert line.startswith("ERROR: data.num_samples=1000000000000: about ") and "Traceback" not in result.stderr
+    assert not list(tmp_path.iterdir()), "a refused run left files"
+
+
 def test_adamw_in_float16_needs_the_eps_that_the_check_asks_for():
     """Why trainer.precision=16-true refuses torch's default eps (launch/targets.py): with the weights
     and AdamW's state in float16, eps 1e-8 rounds to 0 and the weights become NaN within a few steps."""

@@ -26,6 +26,8 @@ import pytorch_lightning as pl
 import torch
 from omegaconf import open_dict
 
+from ..data.memory import check_room
+from ..data.synthetic import bytes_to_make
 from ..launch.command_line import stop
 from ..launch.errors import SetupError
 from . import check_synthetic_data
@@ -87,6 +89,9 @@ def epoch_end_config(args: argparse.Namespace, output_dir: str):
     check_environment(cfg)
     with open_dict(cfg):
         cfg.data.num_samples = args.batches * cfg.data.batch_size
+    needed = bytes_to_make(cfg.data.num_samples, cfg.data.image_shape)
+    check_room(needed, f"--batches {args.batches} of {cfg.data.batch_size}", "fewer --batches")
+    with open_dict(cfg):
         cfg.trainer.max_epochs, cfg.trainer.max_steps = args.epochs, -1
         cfg.trainer.limit_train_batches = None
         without_validation(cfg)

@@ -44,6 +44,7 @@ from omegaconf import open_dict
 from torch import nn
 from torch.nn import functional as F
 
+from ..data.memory import check_room
 from ..hook_costs import cuda_availability_cached
 from ..launch.command_line import stop
 from ..launch.errors import SetupError
@@ -82,6 +83,10 @@ class BareModule(pl.LightningModule):
 
 
 def make_batches(count: int, batch_size: int, device: torch.device) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """--warmup + --steps batches, made up front: no data work among the timed steps."""
+    needed = count * batch_size * 28 * 28 * 4
+    available = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
+    check_room(needed, f"--warmup + --steps = {count} batches of {batch_size}", "fewer --steps", available)
     images = torch.randn(count * batch_size, 1, 28, 28, device=device)
     labels = torch.randint(0, 10, (count * batch_size,), device=device)
     return list(zip(images.split(batch_size), labels.split(batch_size), strict=True))

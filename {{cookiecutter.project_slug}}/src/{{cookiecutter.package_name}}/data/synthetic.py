@@ -4,10 +4,15 @@ Each class has a random prototype image; a sample is its class's prototype blend
 noise. So there is something to learn, and a working run shows the loss fall.
 """
 
+import math
+
 import torch
 
 from .base import ImageDataModule
 from .in_memory import InMemoryImages
+from .memory import available_memory, check_room
+
+BYTES_WHILE_MADE = 13  # per pixel: the noise, the prototypes per sample and their blend (float32), the uint8 image
 
 
 class SyntheticDataModule(ImageDataModule):
@@ -46,7 +51,18 @@ class SyntheticDataModule(ImageDataModule):
         images = (0.5 * prototypes[labels] + 0.5 * noise).mul_(255).to(torch.uint8)
         return InMemoryImages(images, labels)
 
+    def check_enough_for(self, processes: int, processes_key: str = "trainer.devices") -> None:
+        """Also: the set fits in memory (each process makes it whole; the sampler splits it)."""
+        fits = (available_memory() or 0) // bytes_to_make(1, self.image_shape)
+        needed = bytes_to_make(self.num_samples, self.image_shape)
+        check_room(needed, f"data.num_samples={self.num_samples}", f"data.num_samples={fits} or fewer")
+        super().check_enough_for(processes, processes_key)
+
     def setup(self, stage: str):
         self.train_set = self._make(self.num_samples, self.seed)
         self.val_set = self._make(self.val_samples(), self.seed + 1)
         self.test_set = self._make(self.test_samples(), self.seed + 2)
+
+
+def bytes_to_make(num_samples: int, image_shape: tuple[int, ...]) -> int:
+    return num_samples * math.prod(image_shape) * BYTES_WHILE_MADE
