@@ -89,9 +89,6 @@ def epoch_end_config(args: argparse.Namespace, output_dir: str):
     check_environment(cfg)
     with open_dict(cfg):
         cfg.data.num_samples = args.batches * cfg.data.batch_size
-    needed = bytes_to_make(cfg.data.num_samples, cfg.data.image_shape)
-    check_room(needed, f"--batches {args.batches} of {cfg.data.batch_size}", "fewer --batches")
-    with open_dict(cfg):
         cfg.trainer.max_epochs, cfg.trainer.max_steps = args.epochs, -1
         cfg.trainer.limit_train_batches = None
         without_validation(cfg)
@@ -100,6 +97,8 @@ def epoch_end_config(args: argparse.Namespace, output_dir: str):
             "batches": args.batches,
             "count_calls": args.count_calls,
         }
+    needed = bytes_to_make(cfg.data.num_samples, cfg.data.image_shape)
+    check_room(needed, f"--batches {args.batches} of {cfg.data.batch_size}", "fewer --batches")
     return cfg
 
 

@@ -53,9 +53,10 @@ class SyntheticDataModule(ImageDataModule):
 
     def check_enough_for(self, processes: int, processes_key: str = "trainer.devices") -> None:
         """Also: the set fits in memory (each process makes it whole; the sampler splits it)."""
-        fits = (available_memory() or 0) // bytes_to_make(1, self.image_shape)
+        available = available_memory()  # read once: for the check and for its fix
+        fits = (available or 0) // bytes_to_make(1, self.image_shape)
         needed = bytes_to_make(self.num_samples, self.image_shape)
-        check_room(needed, f"data.num_samples={self.num_samples}", f"data.num_samples={fits} or fewer")
+        check_room(needed, f"data.num_samples={self.num_samples}", f"data.num_samples={fits} or fewer", available)
         super().check_enough_for(processes, processes_key)
 
     def setup(self, stage: str):
