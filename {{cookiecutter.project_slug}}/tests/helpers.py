@@ -155,7 +155,8 @@ def step_of(path: Path) -> int:
 
 class RecordSaves(pl.Callback):
     """Test-only: the global step of every checkpoint saved, one line each. `stop_save_seconds`:
-    rank 0's save on a stop takes that much longer (a large model, a slow shared file system)."""
+    rank 0's save on a stop takes that much longer (a large model, a slow shared file system);
+    `<path>.stopping` appears as that save begins."""
 
     def __init__(self, path: str, seconds_per_step: float = 0.0, stop_save_seconds: float = 0.0):
         self.path = Path(path)
@@ -164,6 +165,7 @@ class RecordSaves(pl.Callback):
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint):
         if trainer.interrupted and trainer.is_global_zero:
+            self.path.with_name(self.path.name + ".stopping").touch()
             time.sleep(self.stop_save_seconds)
         with open(self.path, "a") as record:
             record.write(f"{checkpoint['global_step']}\n")

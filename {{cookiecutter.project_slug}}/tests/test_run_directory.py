@@ -750,7 +750,12 @@ def test_a_second_ctrl_c_during_the_stops_save_exits_130_and_the_run_resumes(tmp
     process = start_until_first_checkpoint(run, "trainer.max_epochs=20", *saves)
     time.sleep(0.5)  # into the second epoch
     process.send_signal(signal.SIGINT)
-    time.sleep(2.5)  # the step's end (within 0.3 s), then into the save's 6 s
+    stopping = tmp_path / "saves.txt.stopping"  # the stop's save has begun (at the step's end)
+    deadline = time.monotonic() + 60
+    while not stopping.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert stopping.exists(), "the stop's save did not begin"
+    time.sleep(1)  # into the save's 6 s
     process.send_signal(signal.SIGINT)
     _stdout, stderr = process.communicate(timeout=240)
     assert process.returncode == 130, stderr
@@ -774,7 +779,10 @@ def test_a_stop_during_validation_resumes_with_that_whole_validation(tmp_path, r
     run, validations = tmp_path / "run", tmp_path / "validations.txt"
     overrides = ["data.num_samples=4096", "trainer.limit_val_batches=16", "trainer.max_epochs=2"]
     overrides += record_validations(validations, seconds_per_batch=0.5)
-    overrides += ["strategy=ddp", "trainer.devices=2"] if ranks == 2 else []
+    # Two ranks agree on the stop at every batch here: at their own pace (about once a second),
+    # the agreement could fall on the validation's last batch, which Lightning lets end.
+    two = ["strategy=ddp", "trainer.devices=2", "callbacks.save_on_stop.agree_every_seconds=0.001"]
+    overrides += two if ranks == 2 else []
     process = start_until(tmp_path / "validations.txt.began", run, *overrides, own_group=True)
     os.killpg(process.pid, signal.SIGTERM)  # in the first epoch's validation
     _stdout, stderr = process.communicate(timeout=240)

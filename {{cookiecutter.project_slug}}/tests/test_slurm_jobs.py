@@ -195,7 +195,7 @@ def test_a_requeue_after_the_training_ended_tests_and_the_job_completes(local_sl
         f"output_root={tmp_path / 'outputs'}",
         "+callbacks.starts._target_=tests.slurm_helpers.RecordStarts",
         f"+callbacks.starts.path={starts}",
-        "+callbacks.starts.seconds_per_test_batch=3",
+        "+callbacks.starts.seconds_per_test_batch=10",  # time to kill the step while it tests
     )
     local_slurm.wait_for((starts / "testing").exists, f"job {job_id} did not begin testing", timeout=300)
     assert local_slurm.kill_step(job_id) == 4, "not every rank was found"
