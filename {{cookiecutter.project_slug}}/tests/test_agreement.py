@@ -7,6 +7,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import pytorch_lightning as pl
@@ -14,6 +15,7 @@ import torch
 
 from {{ cookiecutter.package_name }}.callbacks import agreement
 from {{ cookiecutter.package_name }}.callbacks.agreement import AgreedFlag
+from {{ cookiecutter.package_name }}.callbacks.stop import SaveOnStop
 
 from tests.helpers import FAST, record_saves, run_train, start_until_first_checkpoint, step_of
 
@@ -78,6 +80,32 @@ def test_the_other_ranks_follow_rank_zeros_interval(clock):
     rank.others = [0.0, 50.0]  # rank 0 says: agree again in 50 steps
     agree(AgreedFlag(seconds=1.0), rank, clock, calls=120)
     assert rank.reduced_at == [1, 51, 101]
+
+
+def test_a_stop_is_agreed_on_at_the_pace_of_training_steps_after_fast_validation_batches(clock, tmp_path):
+    """Before, training and validation batches shared one countdown: the sanity check's or a
+    validation's fast batches (a millisecond) set the next agreement 1000 training steps away,
+    minutes for steps of a tenth of a second, and a stop outlasted Slurm's grace time unsaved."""
+    rank = Rank()
+    rank.sanity_checking = False
+    rank._signal_connector = SimpleNamespace(received_sigterm=False)
+    stopper = SaveOnStop(dirpath=str(tmp_path), run_dir=str(tmp_path))
+
+    def batches(hook, count: int, seconds: float) -> None:
+        for _ in range(count):
+            rank.calls += 1
+            clock[0] += seconds
+            hook(rank, None, None, None, 0)
+
+    rank.sanity_checking = True
+    batches(stopper.on_validation_batch_end, 2, 1 / 1024)
+    assert rank.reduced_at == [], "the sanity check agrees on nothing"
+    rank.sanity_checking = False
+    batches(stopper.on_train_batch_end, 30, 1 / 8)  # agreements at calls 3, 4, then every 8 steps
+    batches(stopper.on_validation_batch_end, 100, 1 / 1024)
+    rank.others[0] = 1.0  # another rank got SIGTERM as training went on
+    batches(stopper.on_train_batch_end, 10, 1 / 8)
+    assert rank._signal_connector.received_sigterm, f"no stop within 10 steps after the validation: {rank.reduced_at}"
 
 
 class CountCollectives(pl.Callback):
@@ -162,15 +190,18 @@ def test_sigterm_to_every_process_of_a_two_rank_run_saves_and_exits_143(tmp_path
     """As Slurm's time limit, scancel and `timeout` signal a job: every process at once. Rank 1
     then got SIGTERM twice (the group's, and rank 0's as Lightning's launcher passes it on),
     took the second for "stop now" and left mid-step: rank 0's all-reduce failed with a
-    traceback, exit 1, nothing saved since the last epoch's checkpoint."""
+    traceback, exit 1, nothing saved since the last epoch's checkpoint. With the default sanity
+    check, whose fast batches once spaced the agreements up to 1000 training steps apart."""
     run = tmp_path / "run"
     saves = record_saves(tmp_path / "saves.txt", seconds_per_step=0.3)
-    overrides = ["strategy=ddp", "trainer.devices=2", "trainer.max_epochs=40", *saves]
+    overrides = ["strategy=ddp", "trainer.devices=2", "trainer.max_epochs=40", "trainer.num_sanity_val_steps=2", *saves]
     process = start_until_first_checkpoint(run, *overrides, own_group=True)
     time.sleep(0.5)  # into the second epoch
     os.killpg(process.pid, signal.SIGTERM)
     _stdout, stderr = process.communicate(timeout=240)
     assert process.returncode == 143, stderr
     line = next(line for line in stderr.splitlines() if line.startswith("Stopped by SIGTERM"))
-    assert f"at step {step_of(run / 'checkpoints' / 'last.ckpt')}: saved " in line
+    saved = step_of(run / "checkpoints" / "last.ckpt")
+    assert f"at step {saved}: saved " in line
+    assert saved <= 16, "signalled at step 5 or 6: stopped seconds later, not at the next agreement"
     assert "Traceback" not in stderr

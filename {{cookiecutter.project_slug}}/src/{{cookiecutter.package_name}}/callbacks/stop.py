@@ -30,7 +30,11 @@ class SaveOnStop(pl.Callback):
         self.path = Path(dirpath) / "last.ckpt"
         self.run_dir = Path(run_dir)
         self.reason: str | None = None  # set by the signal handler
-        self.agreement = AgreedFlag(agree_every_seconds)
+        # One agreement per kind of batch: each spaces its collectives at its own batches' pace. One
+        # for both took the pace of fast validation batches (or the sanity check's) for training
+        # steps, and the next agreement fell up to 1000 training steps away: a stop then came too
+        # late for Slurm's grace time, and nothing was saved.
+        self.agreements = {"train": AgreedFlag(agree_every_seconds), "validation": AgreedFlag(agree_every_seconds)}
         self.previous: dict = {}
         self.exit_code: int | None = None
         self.training_began = False
@@ -65,13 +69,14 @@ class SaveOnStop(pl.Callback):
         self.previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        self._stop_if_agreed(trainer)
+        self._stop_if_agreed(trainer, self.agreements["train"])
 
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
-        self._stop_if_agreed(trainer)
+        if not trainer.sanity_checking:  # before training: no signal handler yet, nothing to stop
+            self._stop_if_agreed(trainer, self.agreements["validation"])
 
-    def _stop_if_agreed(self, trainer):
-        if self.agreement.agreed(trainer, self.reason is not None):
+    def _stop_if_agreed(self, trainer, agreement: AgreedFlag):
+        if agreement.agreed(trainer, self.reason is not None):
             # Lightning raises SIGTERMException after this hook (every rank: they agreed)
             trainer._signal_connector.received_sigterm = True
 
