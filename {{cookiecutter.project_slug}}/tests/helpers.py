@@ -219,10 +219,15 @@ def start_until(
     pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     env = env or project_env()
     process = subprocess.Popen([*command, *overrides], cwd=PROJECT, env=env, start_new_session=own_group, **pipes)
-    deadline = time.monotonic() + 240
-    while not written.exists() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until_written(written, process)
     return process
+
+
+def wait_until_written(written: Path, process: subprocess.Popen, seconds: float = 240) -> None:
+    """Until the file `written` exists, the process has ended, or `seconds` have passed."""
+    deadline = time.monotonic() + seconds
+    while not written.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 class RecordValidations(pl.Callback):

@@ -32,6 +32,7 @@ from tests.helpers import (
     start_until,
     start_until_first_checkpoint,
     step_of,
+    wait_until_written,
 )
 
 
@@ -751,9 +752,7 @@ def test_a_second_ctrl_c_during_the_stops_save_exits_130_and_the_run_resumes(tmp
     time.sleep(0.5)  # into the second epoch
     process.send_signal(signal.SIGINT)
     stopping = tmp_path / "saves.txt.stopping"  # the stop's save has begun (at the step's end)
-    deadline = time.monotonic() + 60
-    while not stopping.exists() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until_written(stopping, process, seconds=60)
     assert stopping.exists(), "the stop's save did not begin"
     time.sleep(1)  # into the save's 6 s
     process.send_signal(signal.SIGINT)
