@@ -2,9 +2,10 @@
 
 import csv
 
+import pytest
 import torch
 
-from tests.helpers import FAST, run_train, save_after_step
+from tests.helpers import FAST, record_validations, run_train, save_after_step
 from tests.slurm_helpers import starts_of
 
 
@@ -51,13 +52,14 @@ def test_last_checkpoint_every_n_epochs_still_saves_the_end(tmp_path):
 
 
 def test_a_save_after_an_epochs_last_batch_resumes_whole_epochs(tmp_path):
-    """A timed, stop or preemption save can fall after an epoch's last batch (step 4 of 4).
-    Lightning 2.6 resumed it in the next epoch without starting that epoch, and checkpoints
-    of that epoch then resumed an epoch short (8 steps after 3 epochs) or a batch over (13)."""
+    """A timed, stop or preemption save can fall after an epoch's last batch (step 4 of 4), here
+    with no validation to follow. Lightning 2.6 resumed it in the next epoch without starting
+    that epoch, and checkpoints of that epoch then resumed an epoch short (8 steps after 3
+    epochs) or a batch over (13)."""
     after_last_batch, mid_epoch = tmp_path / "after-last-batch.ckpt", tmp_path / "mid-epoch.ckpt"
-    first = [*FAST, f"output_root={tmp_path}", "run_id=first", *save_after_step(4, after_last_batch)]
-    run_train(*first, "trainer.max_epochs=1")
-    common = [*FAST, f"output_root={tmp_path}", "+callbacks.starts._target_=tests.slurm_helpers.RecordStarts"]
+    no_validation = [*FAST, "trainer.limit_val_batches=0", f"output_root={tmp_path}"]
+    run_train(*no_validation, "run_id=first", "trainer.max_epochs=1", *save_after_step(4, after_last_batch))
+    common = [*no_validation, "+callbacks.starts._target_=tests.slurm_helpers.RecordStarts"]
     second = [*common, "run_id=second", f"+callbacks.starts.path={tmp_path / 'second'}"]
     run_train(*second, "trainer.max_epochs=2", f"ckpt_path={after_last_batch}", *save_after_step(6, mid_epoch))
     run_train(*second, "trainer.max_epochs=3", "ckpt_path=last")  # from the end of epoch 1
@@ -69,3 +71,26 @@ def test_a_save_after_an_epochs_last_batch_resumes_whole_epochs(tmp_path):
         assert (last["epoch"], last["global_step"]) == (2, 12), f"{run}: 3 epochs of 4 steps"
     assert starts_of(tmp_path / "second") == [(1, 4), (2, 8)]
     assert starts_of(tmp_path / "third") == [(1, 6)]
+
+
+@pytest.mark.parametrize(
+    ("step", "overrides", "validated"),
+    [(4, [], ["0", "1"]), (2, ["+trainer.val_check_interval=2"], ["0", "0", "1", "1"])],
+    ids=["epochs-last-batch", "mid-epoch-validation"],
+)
+def test_a_save_after_the_batch_a_validation_follows_resumes_with_that_validation(tmp_path, step, overrides, validated):
+    """A timed or preemption save can fall after the training batch that a validation follows
+    (an epoch's last, or every 2nd with val_check_interval=2). Lightning 2.6 resumed it past
+    that validation: its metrics, the best checkpoint they choose and the epoch's checkpoint
+    were lost. Now the resume runs it first, then trains on."""
+    saved, validations = tmp_path / "saved.ckpt", tmp_path / "validations.txt"
+    common = [*FAST, *overrides, f"output_root={tmp_path}"]
+    run_train(*common, "run_id=first", "trainer.max_epochs=1", *save_after_step(step, saved))
+    starts = ["+callbacks.starts._target_=tests.slurm_helpers.RecordStarts", f"+callbacks.starts.path={tmp_path}"]
+    resume = [*common, "run_id=second", "trainer.max_epochs=2", f"ckpt_path={saved}"]
+    run_train(*resume, *starts, *record_validations(validations, seconds_per_batch=0))
+    assert starts_of(tmp_path) == [(0, step)]
+    assert validations.read_text().split() == validated, "a validation was skipped or run twice"
+    last = torch.load(tmp_path / "second" / "checkpoints" / "last.ckpt", weights_only=False)
+    assert (last["epoch"], last["global_step"]) == (1, 8), "training steps lost or trained twice"
+    assert list((tmp_path / "second" / "checkpoints").glob("epoch=*.ckpt")), "no best checkpoint"

@@ -13,7 +13,7 @@ from {{ cookiecutter.package_name }}.callbacks.checkpoints import newest_checkpo
 from {{ cookiecutter.package_name }}.slurm.profiles import choices, load
 from {{ cookiecutter.package_name }}.slurm.render import LAUNCHERS, MPI_LAUNCHERS, SCRIPTS, Job, render
 
-from tests.helpers import FAST, PROJECT, assert_same_weights, recorded, require_horovod
+from tests.helpers import FAST, PROJECT, assert_same_weights, record_validations, recorded, require_horovod
 from tests.slurm_helpers import starts_of, write_script
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -101,16 +101,45 @@ def test_preempted_job_checkpoints_requeues_and_resumes(local_slurm, tmp_path):
     assert 0 < saved["global_step"] < 12 * 2
     first, second = starts_of(starts)
     assert first == (0, 0)
-    # Resumed at the saved step; a checkpoint taken after an epoch's last batch (2 steps per
-    # epoch here) continues with the next epoch.
-    epoch_done = saved["global_step"] % 2 == 0
-    resumed_at = (saved["epoch"] + epoch_done, saved["global_step"])
-    assert second == resumed_at, "the requeued run did not start where the hpc checkpoint was saved"
+    # Resumed at the saved step, in the saved epoch: a save after an epoch's last batch (2 steps
+    # per epoch here) or during its validation resumes with that epoch's validation.
+    assert second == (saved["epoch"], saved["global_step"]), "the requeued run did not start where it was saved"
     assert "Restoring states from the checkpoint path" in log
     # Finished all 12 epochs (256 samples in batches of 32 over 4 ranks: 2 steps each), in step.
     weights, _ = recorded(record)
     assert_same_weights(weights, world_size=4)
     assert {w["global_step"] for w in weights} == {12 * 2}
+
+
+def test_a_requeue_during_a_validation_resumes_with_that_whole_validation(local_slurm, tmp_path):
+    """SIGUSR1 during a validation (which can outlast the 90 s before the time limit): the ranks
+    save and requeue at a validation batch's end, not after the validation, and the requeued
+    run validates that epoch again from its start before it trains on."""
+    validations, starts = tmp_path / "validations.txt", tmp_path / "starts"
+    script = write_script(tmp_path, nodes=2, launcher="srun")
+    job_id = local_slurm.submit(
+        script,
+        *FAST,
+        "data.num_samples=8192",  # 8 validation batches on each rank; 4 training steps (FAST's limit)
+        "trainer.limit_val_batches=8",
+        "trainer.max_epochs=2",
+        f"output_root={tmp_path / 'outputs'}",
+        *record_validations(validations, seconds_per_batch=0.5),  # 4 s a validation
+        "+callbacks.starts._target_=tests.slurm_helpers.RecordStarts",
+        f"+callbacks.starts.path={starts}",
+    )
+    began = validations.with_name(validations.name + ".began")
+    local_slurm.wait_for(began.exists, f"job {job_id} began no validation", timeout=300)
+    local_slurm.command("scancel", "--signal=USR1", job_id)
+    local_slurm.release_requeued(job_id)
+    info = local_slurm.wait(job_id, timeout=600)
+    log = local_slurm.log(script, job_id)
+    assert info["JobState"] == "COMPLETED", f"job {job_id} ended {info['JobState']}:\n{log}"
+    (hpc,) = (tmp_path / "outputs" / f"slurm-{job_id}").glob("hpc_ckpt_*.ckpt")
+    saved = torch.load(hpc, weights_only=False)
+    assert (saved["epoch"], saved["global_step"]) == (0, 4), "not saved in the first epoch's validation"
+    assert starts_of(starts) == [(0, 0), (0, 4)]
+    assert validations.read_text().split() == ["0", "1"], "a validation was skipped or run twice"
 
 
 def test_torchrun_job_is_requeued_by_its_batch_shell(local_slurm, tmp_path):
@@ -174,7 +203,8 @@ def test_requeue_after_a_killed_step_resumes_from_the_newest_checkpoint(local_sl
     assert_same_weights(weights, world_size=4)
     # All 14 epochs done, each of its 2 steps once: a restart in the middle of an epoch trains
     # that epoch's remaining batches only (Lightning 2.6 counts them; from a new pass of the
-    # DataLoader), and one after an epoch's last batch starts the next epoch (epoch_end_state).
+    # DataLoader), and one after an epoch's last batch validates, then starts the next epoch
+    # (batch_end_saves).
     last = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)
     assert (last["epoch"], last["global_step"]) == (13, 14 * 2)
     assert {w["global_step"] for w in weights} == {last["global_step"]}

@@ -4,9 +4,11 @@
 own handler saves a checkpoint inside the signal handler; a rank that is in the middle of a
 gradient all-reduce at that moment never joins the checkpoint's barrier, and the job hangs
 until Slurm kills it (seen on the local Slurm of the tests). Here the handler only raises a
-flag; at a training batch's end the ranks agree on it (about once a second: agreement.py), then
-they save the checkpoint that Lightning resumes from (hpc_ckpt_<n>.ckpt in the run directory, which
-stays the same: the run id is the job id), rank 0 requeues the job, and all exit.
+flag; at a training or validation batch's end the ranks agree on it (about once a second:
+agreement.py; a validation can outlast the 90 s), then they save the checkpoint that Lightning
+resumes from (hpc_ckpt_<n>.ckpt in the run directory, which stays the same: the run id is the
+job id; a save during a validation resumes with that whole validation: batch_end_saves.py),
+rank 0 requeues the job, and all exit.
 """
 
 import os
@@ -26,7 +28,8 @@ class SlurmRequeue(pl.Callback):
     def __init__(self, signum: int = signal.SIGUSR1):
         self.signum = signal.Signals(signum)
         self.requested = False
-        self.agreement = AgreedFlag()
+        # Each kind of batch agrees at its own pace (stop.py says why).
+        self.agreements = {"train": AgreedFlag(), "validation": AgreedFlag()}
         self.active = False
         # Only where srun started every rank: torchrun/horovodrun jobs are requeued by the batch
         # script, which gets the signal instead (--signal=B:USR1@90). Elsewhere run.py leaves
@@ -43,8 +46,16 @@ class SlurmRequeue(pl.Callback):
         self.requested = True
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        if not self.active or not self.agreement.agreed(trainer, self.requested):
+        if self.active and self.agreements["train"].agreed(trainer, self.requested):
+            self._save_and_requeue(trainer)
+
+    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
+        if not self.active or trainer.sanity_checking:  # before training: nothing to save yet
             return
+        if self.agreements["validation"].agreed(trainer, self.requested):
+            self._save_and_requeue(trainer)
+
+    def _save_and_requeue(self, trainer):
         path = trainer._checkpoint_connector.hpc_save_path(trainer.default_root_dir)  # where Lightning resumes from
         rank_zero_info(f"{self.signum.name}: saving {path} and requeueing the job")
         trainer.save_checkpoint(path)  # ends with a barrier: every rank gets here before the requeue

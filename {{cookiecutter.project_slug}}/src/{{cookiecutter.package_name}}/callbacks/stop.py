@@ -120,27 +120,10 @@ class SaveOnStop(pl.Callback):
         each strategy saves as it does at any step: DDP's rank 0 alone, DeepSpeed and FSDP every
         rank its shards (before, their state was not saved on a stop, and the steps since the
         last timed checkpoint were lost)."""
+        # A stop during a validation resumes with that whole validation: batch_end_saves.py sets
+        # the loop counters in the dump.
         checkpoint = trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
-        if trainer.validating and "loops" in checkpoint:
-            validation_not_begun(checkpoint["loops"]["fit_loop"])
         trainer.strategy.save_checkpoint(checkpoint, self.path)
-
-
-def validation_not_begun(fit_loop: dict) -> None:
-    """The loop counters of a stop during validation, moved back to those of its first batch.
-
-    Lightning 2.6 resumes a checkpoint saved at a validation batch's end past the rest of that
-    validation: its metrics, the best checkpoint they choose and its epoch's checkpoint were
-    lost. It runs a validation again when the checkpoint says one was cut off inside a batch
-    (started, not processed). The batches' results are not saved, so that validation must start
-    over: the counters say it was cut off inside its first batch.
-    """
-    progress = fit_loop["epoch_loop.val_loop.batch_progress"]
-    this_validation = progress["current"]["completed"]  # total also counts the epoch's earlier validations
-    for counts in (progress["total"], progress["current"]):
-        begun = counts["completed"] - this_validation
-        counts.update(ready=begun + 1, started=begun + 1, processed=begun, completed=begun)
-    progress["is_last_batch"] = False
 
 
 def _agreed_at_batch_ends() -> None:

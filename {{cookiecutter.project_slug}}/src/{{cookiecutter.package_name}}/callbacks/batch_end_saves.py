@@ -1,0 +1,62 @@
+"""Checkpoints saved at a batch's end, written so that Lightning 2.6 resumes them whole.
+
+Timed checkpoints, stop saves (SIGTERM, Ctrl-C) and Slurm's requeue save are taken at the end
+of a training or a validation batch. Lightning 2.6 resumes three such points wrongly:
+- after a training batch that a validation follows (an epoch's last, by default): it skips
+  that validation (its metrics, the best checkpoint they choose, the epoch's checkpoint);
+- after an epoch's last batch where none follows: it skips the next epoch's start (its
+  progress counters and on_train_epoch_start), and a checkpoint written later in that epoch
+  resumes with a whole epoch lost, or with batches trained twice;
+- at a validation batch's end: it skips the rest of that validation.
+Two forms it does resume whole: a validation cut off inside its first batch (it runs that
+validation again from its start; the batches' results are not saved, so it must start over),
+and an epoch's end. Each save is written in one of them.
+"""
+
+import pytorch_lightning as pl
+
+
+class BatchEndSavesResumeWhole(pl.Callback):
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint):
+        if "loops" not in checkpoint or trainer.sanity_checking:
+            return
+        fit_loop, epoch_loop = checkpoint["loops"]["fit_loop"], trainer.fit_loop.epoch_loop
+        batches, validation = epoch_loop.batch_progress.current, epoch_loop.val_loop.batch_progress
+        if trainer.training and batches.completed == batches.ready - 1:  # in on_train_batch_end
+            if epoch_loop._should_check_val_fx(trainer.fit_loop._data_fetcher):  # Lightning validates next
+                batch_completed(fit_loop)
+                validation_cut_off_at_its_start(fit_loop, before=validation.total.completed)
+            elif batches.completed == trainer.num_training_batches - 1:
+                batch_completed(fit_loop)
+                epoch_processed(fit_loop)
+        elif trainer.validating and inside_a_validation(validation):
+            before = validation.total.completed - validation.current.completed
+            validation_cut_off_at_its_start(fit_loop, before=before)
+
+
+def inside_a_validation(progress) -> bool:
+    """At a validation batch's end (in on_validation_batch_end, or a stop raised after it), not at
+    the validation's end (ModelCheckpoint's save in on_validation_end resumes whole as it is)."""
+    return not progress.is_last_batch or progress.current.processed > progress.current.completed
+
+
+def batch_completed(fit_loop: dict) -> None:
+    """The counters of a save in on_train_batch_end, moved to those after it: the batch completed."""
+    for counts in ("total", "current"):
+        fit_loop["epoch_loop.batch_progress"][counts]["completed"] += 1
+
+
+def epoch_processed(fit_loop: dict) -> None:
+    """...and to those of a save in on_train_epoch_end: the epoch processed."""
+    for counts in ("total", "current"):
+        fit_loop["epoch_progress"][counts]["processed"] += 1
+    fit_loop["epoch_loop.state_dict"]["_batches_that_stepped"] += 1
+
+
+def validation_cut_off_at_its_start(fit_loop: dict, before: int) -> None:
+    """The validation counters of a validation cut off inside its first batch; `before`: the
+    validation batches of this epoch before it (the total's count; Lightning resets it each epoch)."""
+    progress = fit_loop["epoch_loop.val_loop.batch_progress"]
+    progress["total"].update(ready=before + 1, started=before + 1, processed=before, completed=before)
+    progress["current"].update(ready=1, started=1, processed=0, completed=0)
+    progress["is_last_batch"] = False
