@@ -1,11 +1,13 @@
 """DDP on 2 CPU processes (gloo) through each way of starting them."""
 
 import re
+import signal
+import subprocess
 import sys
 
 import pytest
 
-from tests.helpers import FAST, assert_same_weights, recorded, run_train
+from tests.helpers import FAST, PROJECT, assert_same_weights, project_env, recorded, run_train, wait_until_written
 
 pytestmark = pytest.mark.slow
 
@@ -48,3 +50,25 @@ def test_two_processes_train_in_step(launch, tmp_path):
     line = r"Throughput of the last epoch: (\d+) samples/s in total, (\d+) per rank"
     total, per_rank = (int(figure) for figure in re.search(line, result.stdout + result.stderr).groups())
     assert abs(total - 2 * per_rank) <= 1, "the total sums both ranks' figures, each rounded"
+
+
+def test_torchrun_stopped_by_sigterm_exits_143_with_one_line(tmp_path):
+    """Slurm's time limit or scancel signals torchrun too, which passes it on: the workers save
+    and exit 143, and torch's torchrun then printed a traceback and exited 1 (the job read as
+    a crash). The project's torchrun module (the sbatch scripts' launcher=torchrun) exits 143."""
+    run = tmp_path / "run"
+    slow = ["+callbacks.starts._target_=tests.slurm_helpers.RecordStarts", f"+callbacks.starts.path={tmp_path}"]
+    command = [
+        *(sys.executable, "-m", "{{ cookiecutter.package_name }}.torchrun", "--nproc_per_node=2", str(PROJECT / "train.py")),
+        *(*FAST, "strategy=ddp", "trainer.devices=2", "trainer.max_epochs=40", f"output_root={tmp_path}", "run_id=run"),
+        *(*slow, "+callbacks.starts.seconds_per_step=0.2"),
+    ]
+    pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(command, cwd=PROJECT, env=project_env(), **pipes)
+    wait_until_written(run / "checkpoints" / "last.ckpt", process)
+    process.send_signal(signal.SIGTERM)  # torchrun alone: it signals its workers
+    _stdout, stderr = process.communicate(timeout=240)
+    assert process.returncode == 143, stderr
+    assert "Traceback" not in stderr, stderr
+    assert "torchrun: stopped by SIGTERM, which it passed on to its workers" in stderr
+    assert "Stopped by SIGTERM at step" in stderr and f"Resume: python train.py resume={run}" in stderr

@@ -124,6 +124,7 @@ def test_launchers_split_the_node_differently():
     torchrun = script("puhti", nodes=2, launcher="torchrun")
     assert {"--ntasks-per-node=1", "--cpus-per-task=40", "--signal=B:USR1@90"} <= set(sbatch_lines(torchrun))
     assert "--nproc_per_node=4" in torchrun and "--rdzv_backend=c10d" in torchrun
+    assert "python -m {{ cookiecutter.package_name }}.torchrun " in torchrun  # exits 143 on SIGTERM, not 1
     assert "OMP_NUM_THREADS=$((SLURM_CPUS_PER_TASK / 4))" in torchrun
     assert "scontrol requeue" in torchrun and "RESUME=(ckpt_path=last)" in torchrun
 

@@ -204,6 +204,7 @@ def template_values(job: Job) -> dict:
         "mpi": job.needs_mpi and bool(slurm.get("mpi")),
         "srun": " ".join(["srun --kill-on-bad-exit=1", *srun_options(job)]),
         "python": " ".join([*map(shell_word, shlex.split(slurm.get("container") or "")), "python"]),
+        "package": __package__.partition(".")[0],  # its torchrun module: an honest exit code on a signal
         "train_overrides": " ".join(shlex.quote(override) for override in train_arguments(job)),
     }
 
