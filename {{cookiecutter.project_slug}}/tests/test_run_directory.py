@@ -701,10 +701,11 @@ def test_ctrl_c_before_training_begins_exits_130_and_leaves_nothing(program, int
     assert "Traceback" not in stopped.stderr and not run.exists()
 
 
-def test_ctrl_c_while_testing_after_fit_exits_130(tmp_path):
-    """Before: exit 1 (Lightning's own code for an interrupt), as after a crash."""
+def test_ctrl_c_while_testing_after_fit_exits_130_and_the_resume_tests(tmp_path):
+    """Before: exit 1 (Lightning's own code for an interrupt), as after a crash; and the resume
+    command it named was refused (the training had reached max_epochs): the test never ran."""
     run = tmp_path / "run"
-    overrides = [*FAST, f"output_dir={run}", "trainer.max_epochs=1", "test_after_fit=true"]
+    overrides = [*FAST, f"output_root={tmp_path}", "run_id=run", "trainer.max_epochs=1", "test_after_fit=true"]
     callback = f"+callbacks.interrupt._target_={__name__}.CtrlCWhileTesting"
     stopped = subprocess.run(
         [sys.executable, str(PROJECT / "train.py"), *overrides, callback],
@@ -713,6 +714,12 @@ def test_ctrl_c_while_testing_after_fit_exits_130(tmp_path):
     )  # fmt: skip
     assert stopped.returncode == 130, stopped.stderr
     assert f"Stopped by Ctrl-C at step 4: newest {run / 'checkpoints'}" in stopped.stderr, stopped.stderr
+    resumed = train(f"resume={run}", "~callbacks.interrupt")  # the run's config holds it
+    output = resumed.stdout + resumed.stderr
+    assert resumed.returncode == 0, output
+    assert "Resumed (a larger trainer.max_epochs trains on) after the training had ended" in output, output
+    assert "testing its weights" in output and "test/acc" in output, output  # Lightning's table of results
+    assert step_of(run / "checkpoints" / "last.ckpt") == 4, "trained on"
 
 
 @pytest.mark.parametrize(("signum", "code", "name"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "Ctrl-C")])

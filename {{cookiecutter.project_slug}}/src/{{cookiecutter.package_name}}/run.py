@@ -124,8 +124,9 @@ def train(cfg: DictConfig, ckpt_path: str | None) -> pl.Trainer:
     trainer = build_trainer(cfg)
     check_time_left(trainer, ckpt_path)
     # A requeue or torchrun restart after the training's end (a node failed while test_after_fit
-    # tested): what is left is the test, if any. Before, the epochs check refused it (exit 2).
-    ended = restarted() and training_ended(trainer, ckpt_path)
+    # tested), or a resume of a run stopped while it tested: what is left is the test, if any.
+    # Before, the epochs check refused them (exit 2), and the test never ran.
+    ended = training_ended(trainer, ckpt_path) and (restarted() or cfg.test_after_fit)
     if not ended:
         check_epochs_left(trainer, ckpt_path)
     check_deepspeed_world_size(trainer, ckpt_path)
@@ -143,7 +144,8 @@ def train(cfg: DictConfig, ckpt_path: str | None) -> pl.Trainer:
         with stop_exit_code(trainer):  # SIGTERM, Ctrl-C: saved, then 143 / 130 (also while testing)
             if ended:
                 left = "testing its weights" if cfg.test_after_fit else "nothing left to do"
-                rank_zero_info(f"Restarted after the training had ended ({shown(ckpt_path)}): {left}")
+                how = "Restarted" if restarted() else "Resumed (a larger trainer.max_epochs trains on)"
+                rank_zero_info(f"{how} after the training had ended ({shown(ckpt_path)}): {left}")
             else:
                 trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
             if cfg.test_after_fit:
