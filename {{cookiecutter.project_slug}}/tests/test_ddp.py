@@ -57,12 +57,14 @@ def test_torchrun_stopped_by_sigterm_exits_143_with_one_line(tmp_path):
     and exit 143, and torch's torchrun then printed a traceback and exited 1 (the job read as
     a crash). The project's torchrun module (the sbatch scripts' launcher=torchrun) exits 143."""
     run = tmp_path / "run"
-    slow = ["+callbacks.starts._target_=tests.slurm_helpers.RecordStarts", f"+callbacks.starts.path={tmp_path}"]
-    command = [
-        *(sys.executable, "-m", "{{ cookiecutter.package_name }}.torchrun", "--nproc_per_node=2", str(PROJECT / "train.py")),
-        *(*FAST, "strategy=ddp", "trainer.devices=2", "trainer.max_epochs=40", f"output_root={tmp_path}", "run_id=run"),
-        *(*slow, "+callbacks.starts.seconds_per_step=0.2"),
+    torchrun = [sys.executable, "-m", "{{ cookiecutter.package_name }}.torchrun", "--nproc_per_node=2"]
+    overrides = [*FAST, "strategy=ddp", "trainer.devices=2", "trainer.max_epochs=40", f"output_root={tmp_path}"]
+    slow = [
+        "+callbacks.starts._target_=tests.slurm_helpers.RecordStarts",
+        f"+callbacks.starts.path={tmp_path}",
+        "+callbacks.starts.seconds_per_step=0.2",
     ]
+    command = [*torchrun, str(PROJECT / "train.py"), *overrides, "run_id=run", *slow]
     pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     process = subprocess.Popen(command, cwd=PROJECT, env=project_env(), **pipes)
     wait_until_written(run / "checkpoints" / "last.ckpt", process)
