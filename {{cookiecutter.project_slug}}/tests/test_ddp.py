@@ -7,7 +7,16 @@ import sys
 
 import pytest
 
-from tests.helpers import FAST, PROJECT, assert_same_weights, project_env, recorded, run_train, wait_until_written
+from tests.helpers import (
+    FAST,
+    PROJECT,
+    assert_same_weights,
+    project_env,
+    record_saves,
+    recorded,
+    run_train,
+    wait_until_written,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -52,19 +61,17 @@ def test_two_processes_train_in_step(launch, tmp_path):
     assert abs(total - 2 * per_rank) <= 1, "the total sums both ranks' figures, each rounded"
 
 
-def test_torchrun_stopped_by_sigterm_exits_143_with_one_line(tmp_path):
+def test_torchrun_stopped_by_sigterm_waits_for_the_save_and_exits_143_with_one_line(tmp_path):
     """Slurm's time limit or scancel signals torchrun too, which passes it on: the workers save
     and exit 143, and torch's torchrun then printed a traceback and exited 1 (the job read as
-    a crash). The project's torchrun module (the sbatch scripts' launcher=torchrun) exits 143."""
-    run = tmp_path / "run"
+    a crash); it also killed its workers 30 s after the signal, here in the middle of a save of
+    35 s (a large model). The project's torchrun module (the sbatch scripts' launcher=torchrun)
+    waits for the save and exits 143."""
+    run, saves = tmp_path / "run", tmp_path / "saves.txt"
     torchrun = [sys.executable, "-m", "{{ cookiecutter.package_name }}.torchrun", "--nproc_per_node=2"]
     overrides = [*FAST, "strategy=ddp", "trainer.devices=2", "trainer.max_epochs=40", f"output_root={tmp_path}"]
-    slow = [
-        "+callbacks.starts._target_=tests.slurm_helpers.RecordStarts",
-        f"+callbacks.starts.path={tmp_path}",
-        "+callbacks.starts.seconds_per_step=0.2",
-    ]
-    command = [*torchrun, str(PROJECT / "train.py"), *overrides, "run_id=run", *slow]
+    command = [*torchrun, str(PROJECT / "train.py"), *overrides, "run_id=run"]
+    command += record_saves(saves, seconds_per_step=0.2, stop_save_seconds=35)
     pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     process = subprocess.Popen(command, cwd=PROJECT, env=project_env(), **pipes)
     wait_until_written(run / "checkpoints" / "last.ckpt", process)
@@ -73,4 +80,6 @@ def test_torchrun_stopped_by_sigterm_exits_143_with_one_line(tmp_path):
     assert process.returncode == 143, stderr
     assert "Traceback" not in stderr, stderr
     assert "torchrun: stopped by SIGTERM, which it passed on to its workers" in stderr
-    assert "Stopped by SIGTERM at step" in stderr and f"Resume: python train.py resume={run}" in stderr
+    step = int(saves.read_text().split()[-1])
+    assert f"Stopped by SIGTERM at step {step}: saved " in stderr, stderr
+    assert f"Resume: python train.py resume={run}" in stderr

@@ -5,8 +5,13 @@ A signal to torchrun (Slurm's time limit, scancel, Ctrl-C) is passed on to its w
 save and exit 143 or 130 (callbacks/stop.py); torchrun itself then raises SignalException,
 which Python prints as a traceback, and exits 1: the job read as a crash. Here torchrun exits
 as its workers do, 128 + the signal's number, with one line.
+
+torchrun also killed its workers 30 s after passing a signal on, in the middle of a stop's
+save of a large model: here it waits up to 10 minutes (--shutdown-timeout sets another
+limit); in a job, Slurm's own grace time after SIGTERM (KillWait) still bounds it.
 """
 
+import os
 import signal
 import sys
 
@@ -15,6 +20,7 @@ from torch.distributed.run import main
 
 
 def run() -> None:
+    os.environ.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "600")
     try:
         main()
     except SignalException as stop:
