@@ -241,10 +241,12 @@ def test_a_requeue_after_the_training_ended_tests_and_the_job_completes(local_sl
     assert (starts / "tested").exists() and len(starts_of(starts)) == 1, "trained again, or did not test"
 
 
-def test_sigterm_saves_and_the_job_fails_with_the_resume_command(local_slurm, tmp_path):
+@pytest.mark.parametrize("launcher", ["srun", "torchrun"])
+def test_sigterm_saves_and_the_job_fails_with_the_resume_command(local_slurm, tmp_path, launcher):
     """scancel (or the time limit) sends SIGTERM: the ranks save at the next step and exit 143,
-    so the job reads FAILED, not COMPLETED, and the log says where to resume from."""
-    script, job_id = start_slow_job(local_slurm, tmp_path, "srun", 40)
+    so the job reads FAILED, not COMPLETED, and the log says where to resume from. torchrun
+    passes it on to its workers and exits 143 too (torch's own: 1, with a traceback)."""
+    script, job_id = start_slow_job(local_slurm, tmp_path, launcher, 40)
     run = tmp_path / "outputs" / f"slurm-{job_id}"
     before = newest_checkpoint(run)[1]
     local_slurm.command("scancel", "--signal=TERM", job_id)
@@ -256,6 +258,7 @@ def test_sigterm_saves_and_the_job_fails_with_the_resume_command(local_slurm, tm
     line = next(line for line in log.splitlines() if line.startswith("Stopped by SIGTERM"))
     assert f"at step {step}: saved " in line and f"Resume: python train.py resume={run}" in line
     assert "Traceback" not in log
+    assert info["ExitCode"] == "143:0", f"job {job_id} exit code {info['ExitCode']}:\n{log}"
 
 
 def test_two_job_steps_in_one_allocation_get_their_own_run_directories(local_slurm, tmp_path):
