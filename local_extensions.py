@@ -128,6 +128,8 @@ def _check_text(key, value, required=True):
                 f"holds a byte at position {position} that is not UTF-8 text (a terminal in another encoding?)",
                 "type it again in a UTF-8 terminal (e.g. with LANG=C.UTF-8), or leave that character out",
             )
+    if value != value.strip():  # a paste's stray space: it would stand in pyproject.toml, LICENSE, README
+        _refuse(key, value, "begins or ends with spaces", shlex.quote(f"{key}={value.strip()}"))
 
 
 def _check_slug(slug, name):
