@@ -9,11 +9,20 @@ import time
 import pytest
 import torch
 
-from {{ cookiecutter.package_name }}.callbacks.checkpoints import newest_checkpoint
+from {{ cookiecutter.package_name }}.callbacks.checkpoints import checkpoint_step, newest_checkpoint
 from {{ cookiecutter.package_name }}.slurm.profiles import choices, load
 from {{ cookiecutter.package_name }}.slurm.render import LAUNCHERS, MPI_LAUNCHERS, SCRIPTS, Job, render
 
-from tests.helpers import FAST, PROJECT, assert_same_weights, record_validations, recorded, require_horovod
+from tests.helpers import (
+    CPU_DEEPSPEED,
+    FAST,
+    PROJECT,
+    assert_same_weights,
+    record_validations,
+    recorded,
+    require_horovod,
+)
+from tests.sharded import parameters_only
 from tests.slurm_helpers import starts_of, write_script
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -33,10 +42,10 @@ def check_ddp_run(finished, outputs, record, world_size):
     assert set(writes) == {0}, f"only rank 0 may write checkpoints, got writes from ranks {sorted(writes)}"
 
 
-def start_slow_job(local_slurm, tmp_path, launcher, epochs=12, *overrides):
+def start_slow_job(local_slurm, tmp_path, launcher, epochs=12, *overrides, strategy="ddp"):
     """Submit a 2-node job of short epochs (2 steps each) that records where each start began;
     return once it has written its first checkpoint, so that it can be signalled mid-training."""
-    script = write_script(tmp_path, nodes=2, launcher=launcher)
+    script = write_script(tmp_path, nodes=2, launcher=launcher, strategy=strategy)
     job_id = local_slurm.submit(
         script,
         *FAST,
@@ -108,6 +117,28 @@ def test_preempted_job_checkpoints_requeues_and_resumes(local_slurm, tmp_path):
     # Finished all 12 epochs (256 samples in batches of 32 over 4 ranks: 2 steps each), in step.
     weights, _ = recorded(record)
     assert_same_weights(weights, world_size=4)
+    assert {w["global_step"] for w in weights} == {12 * 2}
+
+
+def test_a_preempted_deepspeed_job_requeues_and_resumes_from_every_ranks_shards(local_slurm, tmp_path, monkeypatch):
+    """ZeRO on 2 nodes x 2 ranks (CPUs): the requeue's hpc checkpoint is a folder that every rank
+    wrote its shards into; the requeued job resumes from it and finishes, in step."""
+    pytest.importorskip("deepspeed", reason="bash tools/setup-deepspeed-horovod.sh installs it")
+    monkeypatch.setenv("DS_ACCELERATOR", "cpu")  # the job's environment is sbatch's (tests/cpu_deepspeed.py)
+    script, job_id = start_slow_job(local_slurm, tmp_path, "srun", 12, *CPU_DEEPSPEED, strategy="deepspeed")
+    local_slurm.command("scancel", "--signal=USR1", job_id)
+    local_slurm.release_requeued(job_id)
+    info = local_slurm.wait(job_id, timeout=900)
+    log = local_slurm.log(script, job_id)
+    assert info["JobState"] == "COMPLETED", f"job {job_id} ended {info['JobState']}:\n{log}"
+    (hpc,) = (tmp_path / "outputs" / f"slurm-{job_id}").glob("hpc_ckpt_*.ckpt")
+    assert hpc.is_dir(), "not DeepSpeed's folder of shards"
+    saved = checkpoint_step(hpc)
+    assert 0 < saved < 12 * 2
+    first, second = starts_of(tmp_path / "starts")
+    assert first == (0, 0) and second[1] == saved, "the requeued run did not start where it was saved"
+    weights, _ = recorded(tmp_path / "record")
+    assert_same_weights(parameters_only(weights), world_size=4)  # BatchNorm statistics stay per rank
     assert {w["global_step"] for w in weights} == {12 * 2}
 
 
