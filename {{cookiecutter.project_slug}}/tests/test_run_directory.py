@@ -652,6 +652,14 @@ class CtrlCWhileTesting(pl.Callback):
         os.kill(os.getpid(), signal.SIGINT)
 
 
+class SigtermAtTheLastValidationsEnd(pl.Callback):
+    """Test-only: SIGTERM as the last epoch's validation ends (Lightning stops at that epoch's end)."""
+
+    def on_validation_end(self, trainer, pl_module):
+        if not trainer.sanity_checking and trainer.current_epoch == trainer.max_epochs - 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
 def as_in_a_terminal() -> None:
     """Ctrl-C as a terminal delivers it: where the tests run in the background (CI), SIGINT is
     ignored, and Python then installs no KeyboardInterrupt for it."""
@@ -713,13 +721,32 @@ def test_ctrl_c_while_testing_after_fit_exits_130_and_the_resume_tests(tmp_path)
         preexec_fn=as_in_a_terminal,
     )  # fmt: skip
     assert stopped.returncode == 130, stopped.stderr
-    assert f"Stopped by Ctrl-C at step 4: newest {run / 'checkpoints'}" in stopped.stderr, stopped.stderr
+    line = f"Stopped by Ctrl-C at step 4, after the training's end: newest {run / 'checkpoints'}"
+    assert line in stopped.stderr, stopped.stderr
+    test = f"Nothing is left to train; to test: python train.py resume={run} test_after_fit=true"
+    assert test in stopped.stderr, stopped.stderr
     resumed = train(f"resume={run}", "~callbacks.interrupt")  # the run's config holds it
     output = resumed.stdout + resumed.stderr
     assert resumed.returncode == 0, output
     assert "Resumed (a larger trainer.max_epochs trains on) after the training had ended" in output, output
     assert "testing its weights" in output and "test/acc" in output, output  # Lightning's table of results
     assert step_of(run / "checkpoints" / "last.ckpt") == 4, "trained on"
+
+
+def test_a_stop_at_the_last_epochs_end_names_the_command_that_tests_not_a_resume(tmp_path):
+    """The stop saved after the last epoch and named a resume command, which the epochs check
+    refused: nothing was left to train. Its line now says so, and names the command that tests
+    the weights, which works."""
+    run = tmp_path / "run"
+    overrides = [f"output_root={tmp_path}", "run_id=run", "trainer.max_epochs=2"]
+    stopped = train(*overrides, f"+callbacks.term._target_={__name__}.SigtermAtTheLastValidationsEnd")
+    assert stopped.returncode == 143, stopped.stderr
+    line = f"Stopped by SIGTERM at step 8, after the training's end: saved {run / 'checkpoints' / 'last.ckpt'}. "
+    line += f"Nothing is left to train; to test: python train.py resume={run} test_after_fit=true"
+    assert line in stopped.stderr, stopped.stderr
+    tested = train(f"resume={run}", "test_after_fit=true", "~callbacks.term")  # the run's config holds it
+    assert tested.returncode == 0, tested.stderr
+    assert "test/acc" in tested.stdout + tested.stderr and step_of(run / "checkpoints" / "last.ckpt") == 8
 
 
 @pytest.mark.parametrize(("signum", "code", "name"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "Ctrl-C")])

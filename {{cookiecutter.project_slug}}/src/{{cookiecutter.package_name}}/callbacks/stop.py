@@ -18,6 +18,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
+from ..launch.resume_checks import limit_reached
 from ..launch.run_directory import resume_command, shown
 from .agreement import AgreedFlag
 from .checkpoints import newest_checkpoint, wait_for_checkpoint_writes
@@ -108,11 +109,16 @@ class SaveOnStop(pl.Callback):
         where = (
             f"saved {shown(self.path)}" if saved else f"newest {shown(newest[0])}" if newest else "no checkpoint yet"
         )
-        resume = "Resume" if saved or newest else "Start it again from its beginning"
-        print(
-            f"\nStopped by {reason} at step {trainer.global_step}: {where}. {resume}: {resume_command(self.run_dir)}",
-            file=sys.stderr,
-        )
+        stopped = f"Stopped by {reason} at step {trainer.global_step}"
+        if limit_reached(trainer, trainer.fit_loop.epoch_progress.current.processed, trainer.global_step):
+            # Stopped while testing, or at the last epoch's end: a resume trains nothing, and with
+            # test_after_fit it tests (run.py)
+            test = f"{resume_command(self.run_dir)} test_after_fit=true"
+            message = f"{stopped}, after the training's end: {where}. Nothing is left to train; to test: {test}"
+        else:
+            resume = "Resume" if saved or newest else "Start it again from its beginning"
+            message = f"{stopped}: {where}. {resume}: {resume_command(self.run_dir)}"
+        print(f"\n{message}", file=sys.stderr)
         sys.stderr.flush()
 
     def _save(self, trainer) -> None:

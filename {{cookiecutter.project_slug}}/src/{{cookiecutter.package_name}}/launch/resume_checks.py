@@ -166,17 +166,26 @@ def _limit_reached(trainer, ckpt_path: str | None) -> str | None:
     except (KeyError, TypeError, ValueError):
         return None
     trained = f"the run has trained {epochs} epoch(s), {steps} step(s) already ({ckpt_path})"
-    max_epochs, max_steps = trainer.max_epochs, trainer.max_steps
-    if max_epochs not in (None, -1) and epochs >= max_epochs:
+    limit = limit_reached(trainer, epochs, steps)
+    if limit == "max_epochs":
         return (
-            f"trainer.max_epochs={max_epochs}: {trained}, and a resume trains up to max_epochs in all. "
+            f"trainer.max_epochs={trainer.max_epochs}: {trained}, and a resume trains up to max_epochs in all. "
             f"Fix: trainer.max_epochs={epochs + 1} or more"
         )
-    if max_steps not in (None, -1) and steps >= max_steps:
+    if limit == "max_steps":
         return (
-            f"trainer.max_steps={max_steps}: {trained}, and a resume trains up to max_steps in all. "
+            f"trainer.max_steps={trainer.max_steps}: {trained}, and a resume trains up to max_steps in all. "
             f"Fix: trainer.max_steps={steps + 1} or more, or trainer.max_steps=-1 (no limit)"
         )
+    return None
+
+
+def limit_reached(trainer, epochs: int, steps: int) -> str | None:
+    """Which of the trainer's limits (max_epochs, max_steps) this many epochs and steps reach, if any."""
+    if trainer.max_epochs not in (None, -1) and epochs >= trainer.max_epochs:
+        return "max_epochs"
+    if trainer.max_steps not in (None, -1) and steps >= trainer.max_steps:
+        return "max_steps"
     return None
 
 
