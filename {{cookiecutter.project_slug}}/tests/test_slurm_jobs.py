@@ -5,6 +5,7 @@ for the README."""
 import os
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -63,6 +64,20 @@ def start_slow_job(local_slurm, tmp_path, launcher, epochs=12, *overrides, strat
     return script, job_id
 
 
+def preempt_to_the_end(local_slurm, script, job_id, outputs: Path) -> tuple[str, Path]:
+    """SIGUSR1 to every rank (what --signal=SIGUSR1@90 sends before the time limit; here at once,
+    where Slurm would send it within ~30 s of that moment), then the requeued job run to its end.
+    Returns the job's log and the one hpc checkpoint the ranks saved (in outputs/slurm-<job>)."""
+    local_slurm.command("scancel", "--signal=USR1", job_id)
+    local_slurm.release_requeued(job_id)
+    info = local_slurm.wait(job_id, timeout=900)
+    log = local_slurm.log(script, job_id)
+    assert info["JobState"] == "COMPLETED", f"job {job_id} ended {info['JobState']}:\n{log}"
+    hpc = list((outputs / f"slurm-{job_id}").glob("hpc_ckpt_*.ckpt"))
+    assert len(hpc) == 1, f"hpc checkpoints: {hpc}\n{log}"
+    return log, hpc[0]
+
+
 @pytest.mark.parametrize("launcher", ["srun", "torchrun"])
 def test_two_nodes_train_in_step(local_slurm, launcher, tmp_path):
     """srun: 2 nodes x 2 tasks; torchrun: 2 nodes x 1 task starting 2 processes each."""
@@ -95,19 +110,12 @@ def test_horovod_job_trains_in_step_over_mpi(local_slurm, launcher, tmp_path):
 def test_preempted_job_checkpoints_requeues_and_resumes(local_slurm, tmp_path):
     """SIGUSR1 (what --signal=SIGUSR1@90 sends before the time limit) -> the ranks save an hpc
     checkpoint and requeue the job -> the same job id runs again, resumes from it and finishes."""
-    outputs, starts, record = tmp_path / "outputs", tmp_path / "starts", tmp_path / "record"
     script, job_id = start_slow_job(local_slurm, tmp_path, launcher="srun")
-    local_slurm.command("scancel", "--signal=USR1", job_id)  # at once (Slurm sends --signal@ within ~30 s)
-    local_slurm.release_requeued(job_id)
-    info = local_slurm.wait(job_id, timeout=600)
-    log = local_slurm.log(script, job_id)
+    log, hpc = preempt_to_the_end(local_slurm, script, job_id, tmp_path / "outputs")
     print(f"\npreemption: job {job_id} requeued and finished, {log.count('Job ' + job_id + ' (')} starts")
-    assert info["JobState"] == "COMPLETED", f"job {job_id} ended {info['JobState']}:\n{log}"
-
-    hpc = sorted((outputs / f"slurm-{job_id}").glob("hpc_ckpt_*.ckpt"))
-    assert hpc, f"no hpc checkpoint:\n{log}"
-    saved = torch.load(hpc[-1], weights_only=False)
+    saved = torch.load(hpc, weights_only=False)
     assert 0 < saved["global_step"] < 12 * 2
+    starts, record = tmp_path / "starts", tmp_path / "record"
     first, second = starts_of(starts)
     assert first == (0, 0)
     # Resumed at the saved step, in the saved epoch: a save after an epoch's last batch (2 steps
@@ -126,12 +134,7 @@ def test_a_preempted_deepspeed_job_requeues_and_resumes_from_every_ranks_shards(
     pytest.importorskip("deepspeed", reason="bash tools/setup-deepspeed-horovod.sh installs it")
     monkeypatch.setenv("DS_ACCELERATOR", "cpu")  # the job's environment is sbatch's (tests/cpu_deepspeed.py)
     script, job_id = start_slow_job(local_slurm, tmp_path, "srun", 12, *CPU_DEEPSPEED, strategy="deepspeed")
-    local_slurm.command("scancel", "--signal=USR1", job_id)
-    local_slurm.release_requeued(job_id)
-    info = local_slurm.wait(job_id, timeout=900)
-    log = local_slurm.log(script, job_id)
-    assert info["JobState"] == "COMPLETED", f"job {job_id} ended {info['JobState']}:\n{log}"
-    (hpc,) = (tmp_path / "outputs" / f"slurm-{job_id}").glob("hpc_ckpt_*.ckpt")
+    _log, hpc = preempt_to_the_end(local_slurm, script, job_id, tmp_path / "outputs")
     assert hpc.is_dir(), "not DeepSpeed's folder of shards"
     saved = checkpoint_step(hpc)
     assert 0 < saved < 12 * 2
@@ -161,12 +164,7 @@ def test_a_requeue_during_a_validation_resumes_with_that_whole_validation(local_
     )
     began = validations.with_name(validations.name + ".began")
     local_slurm.wait_for(began.exists, f"job {job_id} began no validation", timeout=300)
-    local_slurm.command("scancel", "--signal=USR1", job_id)
-    local_slurm.release_requeued(job_id)
-    info = local_slurm.wait(job_id, timeout=600)
-    log = local_slurm.log(script, job_id)
-    assert info["JobState"] == "COMPLETED", f"job {job_id} ended {info['JobState']}:\n{log}"
-    (hpc,) = (tmp_path / "outputs" / f"slurm-{job_id}").glob("hpc_ckpt_*.ckpt")
+    _log, hpc = preempt_to_the_end(local_slurm, script, job_id, tmp_path / "outputs")
     saved = torch.load(hpc, weights_only=False)
     assert (saved["epoch"], saved["global_step"]) == (0, 4), "not saved in the first epoch's validation"
     assert starts_of(starts) == [(0, 0), (0, 4)]
