@@ -204,18 +204,25 @@ def save_after_step(step: int, path: Path) -> list[str]:
 
 
 def start_until_first_checkpoint(
-    run: Path, *overrides: str, env: dict[str, str] | None = None, own_group: bool = False
+    run: Path, *overrides: str, env: dict[str, str] | None = None, own_group: bool = False, launcher=()
 ) -> subprocess.Popen:
-    """train.py as run_id=<run.name> under run.parent, returned once it wrote last.ckpt.
+    """[launcher] train.py as run_id=<run.name> under run.parent, returned once it wrote last.ckpt.
     own_group: in a process group of its own (its ranks too), which os.killpg signals at once."""
-    return start_until(run / "checkpoints" / "last.ckpt", run, *overrides, env=env, own_group=own_group)
+    written = run / "checkpoints" / "last.ckpt"
+    return start_until(written, run, *overrides, env=env, own_group=own_group, launcher=launcher)
 
 
 def start_until(
-    written: Path, run: Path, *overrides: str, env: dict[str, str] | None = None, own_group: bool = False
+    written: Path,
+    run: Path,
+    *overrides: str,
+    env: dict[str, str] | None = None,
+    own_group: bool = False,
+    launcher: tuple[str, ...] = (),
 ) -> subprocess.Popen:
-    """train.py as run_id=<run.name> under run.parent, returned once the file `written` exists."""
-    command = [sys.executable, str(PROJECT / "train.py"), *FAST, f"output_root={run.parent}", f"run_id={run.name}"]
+    """[launcher] train.py as run_id=<run.name> under run.parent, returned once the file `written` exists."""
+    train = [*(launcher or (sys.executable,)), str(PROJECT / "train.py")]
+    command = [*train, *FAST, f"output_root={run.parent}", f"run_id={run.name}"]
     pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     env = env or project_env()
     process = subprocess.Popen([*command, *overrides], cwd=PROJECT, env=env, start_new_session=own_group, **pipes)

@@ -2,21 +2,11 @@
 
 import re
 import signal
-import subprocess
 import sys
 
 import pytest
 
-from tests.helpers import (
-    FAST,
-    PROJECT,
-    assert_same_weights,
-    project_env,
-    record_saves,
-    recorded,
-    run_train,
-    wait_until_written,
-)
+from tests.helpers import FAST, assert_same_weights, record_saves, recorded, run_train, start_until_first_checkpoint
 
 pytestmark = pytest.mark.slow
 
@@ -68,13 +58,10 @@ def test_torchrun_stopped_by_sigterm_waits_for_the_save_and_exits_143_with_one_l
     35 s (a large model). The project's torchrun module (the sbatch scripts' launcher=torchrun)
     waits for the save and exits 143."""
     run, saves = tmp_path / "run", tmp_path / "saves.txt"
-    torchrun = [sys.executable, "-m", "{{ cookiecutter.package_name }}.torchrun", "--nproc_per_node=2"]
-    overrides = [*FAST, "strategy=ddp", "trainer.devices=2", "trainer.max_epochs=40", f"output_root={tmp_path}"]
-    command = [*torchrun, str(PROJECT / "train.py"), *overrides, "run_id=run"]
-    command += record_saves(saves, seconds_per_step=0.2, stop_save_seconds=35)
-    pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    process = subprocess.Popen(command, cwd=PROJECT, env=project_env(), **pipes)
-    wait_until_written(run / "checkpoints" / "last.ckpt", process)
+    torchrun = (sys.executable, "-m", "{{ cookiecutter.package_name }}.torchrun", "--nproc_per_node=2")
+    overrides = ["strategy=ddp", "trainer.devices=2", "trainer.max_epochs=40"]
+    overrides += record_saves(saves, seconds_per_step=0.2, stop_save_seconds=35)
+    process = start_until_first_checkpoint(run, *overrides, launcher=torchrun)
     process.send_signal(signal.SIGTERM)  # torchrun alone: it signals its workers
     _stdout, stderr = process.communicate(timeout=240)
     assert process.returncode == 143, stderr
