@@ -170,6 +170,16 @@ class RecordStarts(pl.Callback):
         time.sleep(self.seconds_per_step)
 
 
+def record_starts(path: Path, seconds_per_step: float = 0.0, seconds_per_test_batch: float = 0.0) -> list[str]:
+    """The overrides that add RecordStarts."""
+    return [
+        "+callbacks.starts._target_=tests.slurm_helpers.RecordStarts",
+        f"+callbacks.starts.path={path}",
+        f"+callbacks.starts.seconds_per_step={seconds_per_step}",
+        f"+callbacks.starts.seconds_per_test_batch={seconds_per_test_batch}",
+    ]
+
+
 def starts_of(starts) -> list[tuple[int, int]]:
     """(epoch, global_step) at each start of training, as rank 0 recorded them."""
     return [tuple(map(int, line.split())) for line in (starts / "starts-rank0.txt").read_text().splitlines()]

@@ -17,7 +17,8 @@ from {{ cookiecutter.package_name }}.callbacks import agreement
 from {{ cookiecutter.package_name }}.callbacks.agreement import AgreedFlag
 from {{ cookiecutter.package_name }}.callbacks.stop import SaveOnStop
 
-from tests.helpers import FAST, record_saves, run_train, start_until_first_checkpoint, step_of
+from tests.helpers import FAST, record_saves, run_train, start_until, start_until_first_checkpoint, step_of
+from tests.slurm_helpers import record_starts
 
 
 class Rank:
@@ -205,3 +206,21 @@ def test_sigterm_to_every_process_of_a_two_rank_run_saves_and_exits_143(tmp_path
     assert f"at step {saved}: saved " in line
     assert saved <= 16, "signalled at step 5 or 6: stopped seconds later, not at the next agreement"
     assert "Traceback" not in stderr
+
+
+@pytest.mark.slow
+def test_sigterm_to_every_process_of_a_two_rank_run_while_it_tests_stops_it_with_143(tmp_path):
+    """test_after_fit on two ranks, signalled as Slurm's time limit does. Before, Lightning's own
+    handler broadcast inside the handler at each signal, and rank 1 got two (the group's, and
+    rank 0's launcher's): the broadcasts no longer paired, and the run hung until killed."""
+    run, starts = tmp_path / "run", tmp_path / "starts"
+    overrides = ["strategy=ddp", "trainer.devices=2", "trainer.max_epochs=1", "test_after_fit=true"]
+    overrides += ["data.num_samples=2048", *record_starts(starts, seconds_per_test_batch=1)]  # 4 test batches a rank
+    process = start_until(starts / "testing", run, *overrides, own_group=True)
+    os.killpg(process.pid, signal.SIGTERM)
+    _stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143, stderr
+    line = f"Stopped by SIGTERM at step 4, after the training's end: newest {run / 'checkpoints' / 'last.ckpt'}. "
+    line += f"Nothing is left to train; to test: python train.py resume={run} test_after_fit=true"
+    assert line in stderr and "Traceback" not in stderr, stderr
+    assert not (starts / "tested").exists(), "the test ended before the stop"

@@ -646,10 +646,18 @@ def test_last_checkpoint_is_also_written_every_n_minutes_mid_epoch(tmp_path):
 
 
 class CtrlCWhileTesting(pl.Callback):
-    """Test-only: Ctrl-C at the first test batch (test_after_fit=true)."""
+    """Test-only: Ctrl-C at each test batch's start (test_after_fit=true)."""
 
     def on_test_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
         os.kill(os.getpid(), signal.SIGINT)
+
+
+class SigtermWhileTesting(pl.Callback):
+    """Test-only: SIGTERM at the first test batch (of several: Lightning lets the last one end)."""
+
+    def on_test_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
+        if batch_idx == 0:
+            os.kill(os.getpid(), signal.SIGTERM)
 
 
 class SigtermAtTheLastValidationsEnd(pl.Callback):
@@ -711,9 +719,11 @@ def test_ctrl_c_before_training_begins_exits_130_and_leaves_nothing(program, int
 
 def test_ctrl_c_while_testing_after_fit_exits_130_and_the_resume_tests(tmp_path):
     """Before: exit 1 (Lightning's own code for an interrupt), as after a crash; and the resume
-    command it named was refused (the training had reached max_epochs): the test never ran."""
+    command it named was refused (the training had reached max_epochs): the test never ran.
+    Four test batches: a stop ends the test at a batch's end, and Lightning lets the last one end."""
     run = tmp_path / "run"
     overrides = [*FAST, f"output_root={tmp_path}", "run_id=run", "trainer.max_epochs=1", "test_after_fit=true"]
+    overrides.append("data.num_samples=1024")
     callback = f"+callbacks.interrupt._target_={__name__}.CtrlCWhileTesting"
     stopped = subprocess.run(
         [sys.executable, str(PROJECT / "train.py"), *overrides, callback],
@@ -731,6 +741,34 @@ def test_ctrl_c_while_testing_after_fit_exits_130_and_the_resume_tests(tmp_path)
     assert "Resumed (a larger trainer.max_epochs trains on) after the training had ended" in output, output
     assert "testing its weights" in output and "test/acc" in output, output  # Lightning's table of results
     assert step_of(run / "checkpoints" / "last.ckpt") == 4, "trained on"
+
+
+@pytest.mark.parametrize("only_tests", [False, True], ids=["test-after-fit", "a-resume-that-only-tests"])
+def test_sigterm_while_testing_saves_nothing_exits_143_and_names_the_command_that_tests(tmp_path, only_tests):
+    """Before: the stop saved last.ckpt again while testing (the same weights, but a new file to
+    write in Slurm's grace time, and the loops' state of a test); in a resume that only tests,
+    its line said "at step 0" and named a resume command that the epochs check refuses."""
+    run, saves = tmp_path / "run", tmp_path / "saves.txt"
+    four_test_batches = "data.num_samples=1024"  # also in the resume: train() passes FAST's again
+    start = [f"output_root={tmp_path}", "run_id=run", "trainer.max_epochs=1", four_test_batches]
+    term = f"+callbacks.term._target_={__name__}.SigtermWhileTesting"
+    if only_tests:
+        assert train(*start).returncode == 0
+        before = snapshot(run / "checkpoints")
+        stopped = train(f"resume={run}", four_test_batches, "test_after_fit=true", term, *record_saves(saves))
+        assert snapshot(run / "checkpoints") == before and not saves.exists(), "saved while testing"
+    else:
+        stopped = train(*start, "test_after_fit=true", term, *record_saves(saves))
+        # The epoch's end alone (its checkpoint and last.ckpt); a stop's save leaves a .stopping marker.
+        assert saves.read_text().split() == ["4", "4"] and not Path(f"{saves}.stopping").exists(), "saved while testing"
+    assert stopped.returncode == 143, stopped.stderr
+    line = f"Stopped by SIGTERM at step 4, after the training's end: newest {run / 'checkpoints' / 'last.ckpt'}. "
+    line += f"Nothing is left to train; to test: python train.py resume={run} test_after_fit=true"
+    assert line in stopped.stderr and "Traceback" not in stopped.stderr, stopped.stderr
+    # The run's config holds what the start that wrote its checkpoint added (not a resume's)
+    added = [] if only_tests else ["~callbacks.term", "~callbacks.saves"]
+    tested = train(f"resume={run}", "test_after_fit=true", *added)
+    assert tested.returncode == 0 and "test/acc" in tested.stdout + tested.stderr, tested.stderr
 
 
 def test_a_stop_at_the_last_epochs_end_names_the_command_that_tests_not_a_resume(tmp_path):

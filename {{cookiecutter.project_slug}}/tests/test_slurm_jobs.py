@@ -24,7 +24,7 @@ from tests.helpers import (
     require_horovod,
 )
 from tests.sharded import parameters_only
-from tests.slurm_helpers import starts_of, write_script
+from tests.slurm_helpers import record_starts, starts_of, write_script
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -241,9 +241,9 @@ def test_requeue_after_a_killed_step_resumes_from_the_newest_checkpoint(local_sl
     assert not list(run.rglob("*.partial")), "a partial checkpoint file is left"
 
 
-def test_a_requeue_after_the_training_ended_tests_and_the_job_completes(local_slurm, tmp_path):
-    """A node failure while test_after_fit tests: the requeued job finds the training ended and
-    tests. Before, the epochs check refused the restart: exit 2, the job FAILED, nothing tested."""
+def start_testing_job(local_slurm, tmp_path) -> tuple[Path, str, Path]:
+    """Submit a 2-node job that trains an epoch, then tests (test_after_fit); return once it tests.
+    Returns the script, the job id and the RecordStarts folder."""
     starts = tmp_path / "starts"
     script = write_script(tmp_path, nodes=2, launcher="srun")
     job_id = local_slurm.submit(
@@ -251,23 +251,37 @@ def test_a_requeue_after_the_training_ended_tests_and_the_job_completes(local_sl
         *FAST,
         "trainer.max_epochs=1",
         "test_after_fit=true",
+        # 3 test batches a rank: the ranks agree on a signal at the second's end (Lightning lets a last one end)
+        "data.num_samples=3072",
         f"output_root={tmp_path / 'outputs'}",
-        "+callbacks.starts._target_=tests.slurm_helpers.RecordStarts",
-        f"+callbacks.starts.path={starts}",
-        "+callbacks.starts.seconds_per_test_batch=10",  # time to kill the step while it tests
+        *record_starts(starts, seconds_per_test_batch=10),  # time to end the job while it tests
     )
     local_slurm.wait_for((starts / "testing").exists, f"job {job_id} did not begin testing", timeout=300)
-    assert local_slurm.kill_step(job_id) == 4, "not every rank was found"
-    local_slurm.wait(job_id, timeout=120)
-    assert not (starts / "tested").exists(), "the test ended before the step was killed"
-    local_slurm.command("scontrol", "requeue", job_id)
+    return script, job_id, starts
+
+
+@pytest.mark.parametrize("ended_by", ["node-failure", "requeue-signal"])
+def test_a_job_requeued_while_it_tests_after_fit_tests_again_and_completes(local_slurm, tmp_path, ended_by):
+    """The requeued job finds the training ended and tests. A node failure (its step killed,
+    then `scontrol requeue`): before, the epochs check refused the restart, exit 2, the job
+    FAILED and nothing tested. SIGUSR1 (90 s before the time limit): before, nothing acted on it
+    while testing; the time limit then ended the job, not requeued."""
+    script, job_id, starts = start_testing_job(local_slurm, tmp_path)
+    if ended_by == "node-failure":
+        assert local_slurm.kill_step(job_id) == 4, "not every rank was found"
+        local_slurm.wait(job_id, timeout=120)
+        local_slurm.command("scontrol", "requeue", job_id)
+    else:
+        local_slurm.command("scancel", "--signal=USR1", job_id)
     local_slurm.release_requeued(job_id)
+    assert not (starts / "tested").exists(), "the test ended before the job was ended"
     info = local_slurm.wait(job_id, timeout=600)
     log = local_slurm.log(script, job_id)
     assert info["JobState"] == "COMPLETED", f"job {job_id} ended {info['JobState']}:\n{log}"
     run = tmp_path / "outputs" / f"slurm-{job_id}"
     assert f"Restarted after the training had ended ({run / 'checkpoints' / 'last.ckpt'}): testing its weights" in log
     assert (starts / "tested").exists() and len(starts_of(starts)) == 1, "trained again, or did not test"
+    assert ended_by == "node-failure" or "SIGUSR1: requeueing the job, which tests again" in log, log
 
 
 @pytest.mark.parametrize("launcher", ["srun", "torchrun"])
@@ -288,6 +302,22 @@ def test_sigterm_saves_and_the_job_fails_with_the_resume_command(local_slurm, tm
     assert f"at step {step}: saved " in line and f"Resume: python train.py resume={run}" in line
     assert "Traceback" not in log
     assert info["ExitCode"] == "143:0", f"job {job_id} exit code {info['ExitCode']}:\n{log}"
+
+
+def test_the_time_limit_while_testing_ends_the_job_with_143_and_the_command_that_tests(local_slurm, tmp_path):
+    """SIGTERM while test_after_fit tests. Before, Lightning's handler took it: a broadcast inside
+    the handler on each rank (it hung two ranks that each got two signals: test_agreement.py),
+    then a new save of last.ckpt, in Slurm's grace time, of weights that a test does not change."""
+    script, job_id, starts = start_testing_job(local_slurm, tmp_path)
+    local_slurm.command("scancel", "--signal=TERM", job_id)
+    info = local_slurm.wait(job_id, timeout=120)
+    log = local_slurm.log(script, job_id)
+    assert (info["JobState"], info["ExitCode"]) == ("FAILED", "143:0"), f"job {job_id} ended {info}:\n{log}"
+    run = tmp_path / "outputs" / f"slurm-{job_id}"
+    line = f"Stopped by SIGTERM at step 4, after the training's end: newest {run / 'checkpoints' / 'last.ckpt'}. "
+    line += f"Nothing is left to train; to test: python train.py resume={run} test_after_fit=true"
+    assert line in log and "Traceback" not in log, log
+    assert not (starts / "tested").exists(), "the test ended before the stop"
 
 
 def test_two_job_steps_in_one_allocation_get_their_own_run_directories(local_slurm, tmp_path):

@@ -185,13 +185,14 @@ def test_callbacks_are_called_only_on_the_batch_hooks_they_implement(tmp_path):
     assert called["RichModelSummary"] == []  # Lightning's own callbacks too
     assert called["ModelCheckpoint"] == called["LastCheckpoint"] == []  # they save at epoch ends
     # Several ranks agree on a signal at batch ends; one process needs no call (next test)
-    assert called["SaveOnStop"] == ["on_train_batch_end", "on_validation_batch_end"]
+    assert called["SaveOnStop"] == ["on_train_batch_end", "on_validation_batch_end", "on_test_batch_end"]
 
 
 def test_one_process_calls_the_stop_callback_on_no_batch(tmp_path):
     trainer = train_in_process(tmp_path)
     (save_on_stop,) = [callback for callback in trainer.callbacks if type(callback).__name__ == "SaveOnStop"]
-    assert not callable(save_on_stop.on_train_batch_end) and not callable(save_on_stop.on_validation_batch_end)
+    hooks = ("on_train_batch_end", "on_validation_batch_end", "on_test_batch_end")
+    assert not any(callable(getattr(save_on_stop, hook)) for hook in hooks)
 
 
 class CountHooks(pl.Callback):

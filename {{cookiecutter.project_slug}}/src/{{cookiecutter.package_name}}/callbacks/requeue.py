@@ -8,7 +8,8 @@ flag; at a training or validation batch's end the ranks agree on it (about once 
 agreement.py; a validation can outlast the 90 s), then they save the checkpoint that Lightning
 resumes from (hpc_ckpt_<n>.ckpt in the run directory, which stays the same: the run id is the
 job id; a save during a validation resumes with that whole validation: batch_end_saves.py),
-rank 0 requeues the job, and all exit.
+rank 0 requeues the job, and all exit. While testing (test_after_fit) they save nothing: the
+requeued job finds the training ended, and tests.
 """
 
 import os
@@ -29,7 +30,7 @@ class SlurmRequeue(pl.Callback):
         self.signum = signal.Signals(signum)
         self.requested = False
         # Each kind of batch agrees at its own pace (stop.py says why).
-        self.agreements = {"train": AgreedFlag(), "validation": AgreedFlag()}
+        self.agreements = {kind: AgreedFlag() for kind in ("train", "validation", "test")}
         self.active = False
         # Only where srun started every rank: torchrun/horovodrun jobs are requeued by the batch
         # script, which gets the signal instead (--signal=B:USR1@90). Elsewhere run.py leaves
@@ -37,7 +38,9 @@ class SlurmRequeue(pl.Callback):
         self.applies = SLURMEnvironment.detect() and not TorchElasticEnvironment.detect()
 
     def setup(self, trainer, pl_module, stage):
-        self.active = stage == "fit" and self.applies
+        # Also while testing (test_after_fit, or a requeued job that only tests): the requeued
+        # job finds the training ended and tests (run.py). Before, the signal did nothing then.
+        self.active = stage in ("fit", "test") and self.applies
         if self.active:
             # Registered before Lightning registers its handlers, so it keeps its own off for this signal.
             signal.signal(self.signum, self._on_signal)
@@ -55,11 +58,18 @@ class SlurmRequeue(pl.Callback):
         if self.agreements["validation"].agreed(trainer, self.requested):
             self._save_and_requeue(trainer)
 
+    def on_test_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
+        if self.active and self.agreements["test"].agreed(trainer, self.requested):
+            self._save_and_requeue(trainer)
+
     def _save_and_requeue(self, trainer):
-        path = trainer._checkpoint_connector.hpc_save_path(trainer.default_root_dir)  # where Lightning resumes from
-        rank_zero_info(f"{self.signum.name}: saving {path} and requeueing the job")
-        trainer.save_checkpoint(path)  # ends with a barrier: every rank gets here before the requeue
-        wait_for_checkpoint_writes(trainer)  # rank 0's file on disk before the requeue kills the job
+        if trainer.testing:  # a test changes no weights: the training's checkpoints are whole
+            rank_zero_info(f"{self.signum.name}: requeueing the job, which tests again")
+        else:
+            path = trainer._checkpoint_connector.hpc_save_path(trainer.default_root_dir)  # where Lightning resumes
+            rank_zero_info(f"{self.signum.name}: saving {path} and requeueing the job")
+            trainer.save_checkpoint(path)  # ends with a barrier: every rank gets here before the requeue
+        wait_for_checkpoint_writes(trainer)  # rank 0's files on disk before the requeue kills the job
         if trainer.is_global_zero:
             subprocess.run(["scontrol", "requeue", _job_id()], check=False)
         # Leave now, on every rank: the requeue kills this job step, and a rank that went on

@@ -8,6 +8,8 @@ last.ckpt, one line names it and the resume command, and the
 process exits 143 (SIGTERM) or 130 (Ctrl-C) as shells and Slurm expect. (A job that requeued
 itself on SIGUSR1 has already left: callbacks/requeue.py.) Several ranks stop at the same
 batch's end, once they agree on the signal (about once a second: agreement.py).
+A stop while testing (test_after_fit) saves nothing, as the training's checkpoints are
+whole; its line names the command that tests.
 """
 
 import signal
@@ -35,21 +37,31 @@ class SaveOnStop(pl.Callback):
         # for both took the pace of fast validation batches (or the sanity check's) for training
         # steps, and the next agreement fell up to 1000 training steps away: a stop then came too
         # late for Slurm's grace time, and nothing was saved.
-        self.agreements = {"train": AgreedFlag(agree_every_seconds), "validation": AgreedFlag(agree_every_seconds)}
+        self.agreements = {kind: AgreedFlag(agree_every_seconds) for kind in ("train", "validation", "test")}
         self.previous: dict = {}
         self.exit_code: int | None = None
-        self.training_began = False
+        self.catching = False  # from training's or testing's start (before: train.py's Ctrl-C line)
 
     def on_train_start(self, trainer, pl_module):
-        self.training_began = True
-        alone = trainer.world_size == 1
-        if alone:  # nothing to agree on: no per-batch calls (Lightning skips a hook that is not callable)
-            self.on_train_batch_end = self.on_validation_batch_end = None
-        else:  # Lightning 2.6 agrees on SIGTERM itself, with a broadcast it reads at every step
+        self._catch_signals(trainer, "step")
+        if trainer.world_size > 1:
+            # Lightning 2.6 agrees on SIGTERM itself, with a broadcast it reads at every step
             # (agreement.py says what that costs on GPUs); this callback's agreement replaces it.
             epoch_loop = trainer.fit_loop.epoch_loop
             if hasattr(epoch_loop, "_broadcast_sigterm_tensor"):
                 epoch_loop._broadcast_sigterm_tensor = _agreed_at_batch_ends
+
+    def on_test_start(self, trainer, pl_module):
+        # test_after_fit, or a resume that only tests: a stop ends the test at a batch's end and
+        # saves nothing (the training's checkpoints are whole). Lightning's own handler hung two
+        # ranks here, each signalled twice (by the group and by rank 0's launcher).
+        self._catch_signals(trainer, "test batch")
+
+    def _catch_signals(self, trainer, batch: str) -> None:
+        self.catching = True
+        alone = trainer.world_size == 1
+        if alone:  # nothing to agree on: no per-batch calls (Lightning skips a hook that is not callable)
+            self.on_train_batch_end = self.on_validation_batch_end = self.on_test_batch_end = None
 
         # Lightning's own SIGTERM handler runs a collective inside the handler, which can pair
         # with another rank's gradient all-reduce; this one only raises the flag that the ranks
@@ -64,8 +76,9 @@ class SaveOnStop(pl.Callback):
                 trainer.strategy.launcher.kill(signum)  # Ctrl-C reaches them from the terminal
             if alone:  # Lightning stops after this batch
                 trainer._signal_connector.received_sigterm = True
-            step = "this step" if alone else "the step all ranks agree on (within about a second)"
-            print(f"\n{self.reason}: saving at the end of {step}", file=sys.stderr, flush=True)
+            where = f"this {batch}" if alone else f"the {batch} all ranks agree on (within about a second)"
+            doing = "stopping" if trainer.testing else "saving"
+            print(f"\n{self.reason}: {doing} at the end of {where}", file=sys.stderr, flush=True)
 
         self.previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
 
@@ -76,6 +89,9 @@ class SaveOnStop(pl.Callback):
         if not trainer.sanity_checking:  # before training: no signal handler yet, nothing to stop
             self._stop_if_agreed(trainer, self.agreements["validation"])
 
+    def on_test_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
+        self._stop_if_agreed(trainer, self.agreements["test"])
+
     def _stop_if_agreed(self, trainer, agreement: AgreedFlag):
         if agreement.agreed(trainer, self.reason is not None):
             # Lightning raises SIGTERMException after this hook (every rank: they agreed)
@@ -85,16 +101,20 @@ class SaveOnStop(pl.Callback):
         for signum, handler in self.previous.items():
             signal.signal(signum, handler)
 
+    on_test_end = on_train_end
+
     def on_exception(self, trainer, pl_module, exception):
         if isinstance(exception, SIGTERMException):
-            self._save(trainer)
-            reason, saved = self.reason or "SIGTERM", True
+            saved = not trainer.testing  # a test changes no weights: nothing new to save
+            if saved:
+                self._save(trainer)
+            reason = self.reason or "SIGTERM"
         elif isinstance(exception, KeyboardInterrupt):  # mid-step: nothing consistent to save
             reason, saved = "Ctrl-C", False
         else:
             return
         wait_for_checkpoint_writes(trainer)  # every file asked for on disk before the line that names one
-        if isinstance(exception, SIGTERMException) and trainer.world_size > 1:
+        if saved and trainer.world_size > 1:
             # Every rank is here (they agreed on the stop). None may leave before rank 0's save
             # ends: Lightning's launcher, torchrun and srun kill the others once one has exited.
             trainer.strategy.barrier("saved on stop")
@@ -109,8 +129,11 @@ class SaveOnStop(pl.Callback):
         where = (
             f"saved {shown(self.path)}" if saved else f"newest {shown(newest[0])}" if newest else "no checkpoint yet"
         )
-        stopped = f"Stopped by {reason} at step {trainer.global_step}"
-        if limit_reached(trainer, trainer.fit_loop.epoch_progress.current.processed, trainer.global_step):
+        # A resume that only tests restores no training state: the step is its checkpoint's.
+        step = newest[1] if trainer.testing and newest else trainer.global_step
+        stopped = f"Stopped by {reason} at step {step}"
+        epochs = trainer.fit_loop.epoch_progress.current.processed
+        if trainer.testing or limit_reached(trainer, epochs, trainer.global_step):
             # Stopped while testing, or at the last epoch's end: a resume trains nothing, and with
             # test_after_fit it tests (run.py)
             test = f"{resume_command(self.run_dir)} test_after_fit=true"
@@ -151,7 +174,7 @@ def stop_exit_code(trainer: pl.Trainer):
             raise SystemExit(codes[0]) from None
         raise
     except KeyboardInterrupt:
-        if not stoppers or not stoppers[0].training_began:
+        if not stoppers or not stoppers[0].catching:
             raise
         stoppers[0].report(trainer, "Ctrl-C", saved=False)
         raise SystemExit(EXIT_CODES["Ctrl-C"]) from None
