@@ -4,6 +4,7 @@ checkpoints, resume. Under Slurm (srun --mpi=pmix): tests/test_slurm_jobs.py."""
 
 import csv
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -12,7 +13,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers import FAST, PROJECT, assert_same_weights, project_env, recorded, require_horovod, run_train
+from tests.helpers import (
+    FAST,
+    PROJECT,
+    assert_same_weights,
+    project_env,
+    record_saves,
+    recorded,
+    require_horovod,
+    run_train,
+    start_until_first_checkpoint,
+)
 
 pytest.importorskip("horovod.torch", reason="build it with: bash scripts/install-horovod.sh")
 pytestmark = pytest.mark.slow
@@ -111,3 +122,24 @@ def test_too_little_data_for_the_horovod_ranks_names_what_sets_their_number(tmp_
     assert result.returncode != 0
     line = next(line for line in result.stderr.splitlines() if "ERROR: data.batch_size=64" in line)
     assert "fewer processes (horovodrun -np, or srun's tasks)" in line, line
+
+
+def test_the_projects_horovodrun_stopped_by_sigterm_waits_for_the_save_and_exits_143_with_one_line(tmp_path):
+    """horovodrun (gloo) passes a signal on to its workers, which save and exit 143; Horovod's own
+    then killed them 5 s later, here in the middle of a save of 12 s (a large model), and printed
+    a traceback, exit 1. The project's horovodrun module (the sbatch scripts' launcher=horovodrun)
+    waits for the save and exits 143."""
+    require_horovod()
+    run, saves = tmp_path / "run", tmp_path / "saves.txt"
+    horovodrun = (sys.executable, "-m", "{{ cookiecutter.package_name }}.horovodrun", "-np", "2", "--gloo", sys.executable)
+    overrides = ["strategy=horovod", *TWO_CPU_PROCESSES, "trainer.max_epochs=40"]
+    overrides += record_saves(saves, seconds_per_step=0.2, stop_save_seconds=12)
+    process = start_until_first_checkpoint(run, *overrides, launcher=horovodrun)
+    process.send_signal(signal.SIGTERM)  # horovodrun alone: it stops its workers
+    stdout, stderr = process.communicate(timeout=240)
+    output = stdout + stderr
+    assert process.returncode == 143, output
+    assert "Traceback" not in output, output
+    assert "horovodrun: stopped by SIGTERM, which it passed on to its workers" in stderr
+    step = int(saves.read_text().split()[-1])
+    assert f"Stopped by SIGTERM at step {step}: saved " in output, output

@@ -129,7 +129,8 @@ def test_launchers_split_the_node_differently():
     assert "scontrol requeue" in torchrun and "RESUME=(ckpt_path=last)" in torchrun
 
     horovod = script("puhti", strategy="horovod", nodes=2, launcher="horovodrun")
-    assert 'horovodrun -np "$SLURM_NTASKS"' in horovod and "--ntasks-per-node=4" in sbatch_lines(horovod)
+    assert 'python -m {{ cookiecutter.package_name }}.horovodrun -np "$SLURM_NTASKS"' in horovod  # waits for a stop's save
+    assert "--ntasks-per-node=4" in sbatch_lines(horovod)
 
 
 def test_mpi_strategies_get_the_clusters_mpi_interface_under_srun():
