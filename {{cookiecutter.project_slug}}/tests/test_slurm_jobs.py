@@ -43,7 +43,7 @@ def check_ddp_run(finished, outputs, record, world_size):
     assert set(writes) == {0}, f"only rank 0 may write checkpoints, got writes from ranks {sorted(writes)}"
 
 
-def start_slow_job(local_slurm, tmp_path, launcher, epochs=12, *overrides, strategy="ddp"):
+def start_slow_job(local_slurm, tmp_path, launcher, epochs=12, *overrides, strategy="ddp", recorder=RECORD):
     """Submit a 2-node job of short epochs (2 steps each) that records where each start began;
     return once it has written its first checkpoint, so that it can be signalled mid-training."""
     script = write_script(tmp_path, nodes=2, launcher=launcher, strategy=strategy)
@@ -53,11 +53,9 @@ def start_slow_job(local_slurm, tmp_path, launcher, epochs=12, *overrides, strat
         f"trainer.max_epochs={epochs}",
         *overrides,
         f"output_root={tmp_path / 'outputs'}",
-        *RECORD,
+        *recorder,
         f"+callbacks.record.path={tmp_path / 'record'}",
-        "+callbacks.starts._target_=tests.slurm_helpers.RecordStarts",
-        f"+callbacks.starts.path={tmp_path / 'starts'}",
-        "+callbacks.starts.seconds_per_step=0.25",  # 12 epochs x 2 steps: ~6 s of training
+        *record_starts(tmp_path / "starts", seconds_per_step=0.25),  # 12 epochs x 2 steps: ~6 s of training
     )
     first_checkpoint = tmp_path / "outputs" / f"slurm-{job_id}" / "checkpoints" / "last.ckpt"
     local_slurm.wait_for(first_checkpoint.exists, f"job {job_id} wrote no checkpoint", timeout=300)
@@ -128,14 +126,21 @@ def test_preempted_job_checkpoints_requeues_and_resumes(local_slurm, tmp_path):
     assert {w["global_step"] for w in weights} == {12 * 2}
 
 
-def test_a_preempted_deepspeed_job_requeues_and_resumes_from_every_ranks_shards(local_slurm, tmp_path, monkeypatch):
-    """ZeRO on 2 nodes x 2 ranks (CPUs): the requeue's hpc checkpoint is a folder that every rank
-    wrote its shards into; the requeued job resumes from it and finishes, in step."""
-    pytest.importorskip("deepspeed", reason="bash tools/setup-deepspeed-horovod.sh installs it")
-    monkeypatch.setenv("DS_ACCELERATOR", "cpu")  # the job's environment is sbatch's (tests/cpu_deepspeed.py)
-    script, job_id = start_slow_job(local_slurm, tmp_path, "srun", 12, *CPU_DEEPSPEED, strategy="deepspeed")
+@pytest.mark.parametrize("strategy", ["deepspeed", "fsdp2"])
+def test_a_preempted_sharded_job_requeues_and_resumes_from_every_ranks_shards(
+    local_slurm, tmp_path, monkeypatch, strategy
+):
+    """ZeRO and FSDP2 on 2 nodes x 2 ranks (CPUs): the requeue's hpc checkpoint is a folder that
+    every rank wrote its shards into; the requeued job resumes from it and finishes, in step."""
+    if strategy == "deepspeed":
+        pytest.importorskip("deepspeed", reason="bash tools/setup-deepspeed-horovod.sh installs it")
+        monkeypatch.setenv("DS_ACCELERATOR", "cpu")  # the job's environment is sbatch's (tests/cpu_deepspeed.py)
+        overrides, recorder = CPU_DEEPSPEED, RECORD
+    else:  # FSDP2's parameters are shards: the recorder gathers them
+        overrides, recorder = [], ["+callbacks.record._target_=tests.sharded.RecordFullWeights"]
+    script, job_id = start_slow_job(local_slurm, tmp_path, "srun", 12, *overrides, strategy=strategy, recorder=recorder)
     _log, hpc = preempt_to_the_end(local_slurm, script, job_id, tmp_path / "outputs")
-    assert hpc.is_dir(), "not DeepSpeed's folder of shards"
+    assert hpc.is_dir(), "not a folder of shards"
     saved = checkpoint_step(hpc)
     assert 0 < saved < 12 * 2
     first, second = starts_of(tmp_path / "starts")
