@@ -19,6 +19,7 @@ from tests.helpers import (
     FAST,
     PROJECT,
     assert_same_weights,
+    record_saves,
     record_validations,
     recorded,
     require_horovod,
@@ -43,7 +44,9 @@ def check_ddp_run(finished, outputs, record, world_size):
     assert set(writes) == {0}, f"only rank 0 may write checkpoints, got writes from ranks {sorted(writes)}"
 
 
-def start_slow_job(local_slurm, tmp_path, launcher, epochs=12, *overrides, strategy="ddp", recorder=RECORD):
+def start_slow_job(
+    local_slurm, tmp_path, launcher, epochs=12, *overrides, strategy="ddp", recorder=RECORD, sbatch_options=()
+):
     """Submit a 2-node job of short epochs (2 steps each) that records where each start began;
     return once it has written its first checkpoint, so that it can be signalled mid-training."""
     script = write_script(tmp_path, nodes=2, launcher=launcher, strategy=strategy)
@@ -56,6 +59,7 @@ def start_slow_job(local_slurm, tmp_path, launcher, epochs=12, *overrides, strat
         *recorder,
         f"+callbacks.record.path={tmp_path / 'record'}",
         *record_starts(tmp_path / "starts", seconds_per_step=0.25),  # 12 epochs x 2 steps: ~6 s of training
+        sbatch_options=sbatch_options,
     )
     first_checkpoint = tmp_path / "outputs" / f"slurm-{job_id}" / "checkpoints" / "last.ckpt"
     local_slurm.wait_for(first_checkpoint.exists, f"job {job_id} wrote no checkpoint", timeout=300)
@@ -289,18 +293,36 @@ def test_a_job_requeued_while_it_tests_after_fit_tests_again_and_completes(local
     assert ended_by == "node-failure" or "SIGUSR1: requeueing the job, which tests again" in log, log
 
 
-@pytest.mark.parametrize("launcher", ["srun", "torchrun"])
-def test_sigterm_saves_and_the_job_fails_with_the_resume_command(local_slurm, tmp_path, launcher):
-    """scancel (or the time limit) sends SIGTERM: the ranks save at the next step and exit 143,
-    so the job reads FAILED, not COMPLETED, and the log says where to resume from. torchrun
-    passes it on to its workers and exits 143 too (torch's own: 1, with a traceback)."""
-    script, job_id = start_slow_job(local_slurm, tmp_path, launcher, 40)
+# How SIGTERM comes, the job's state after it, and the sbatch options it needs.
+SIGTERMS = {
+    "scancel-steps": (["scancel", "--signal=TERM"], "FAILED", ()),  # the ranks only: the batch script exits 143
+    "scancel": (["scancel"], "CANCELLED", ()),  # every process of the job, the batch shell too
+    # The time limit without a warning: an ignored SIGURG replaces the scripts' SIGUSR1 (a requeue).
+    "time-limit": ([], "TIMEOUT", ("--time=00:01:00", "--signal=URG@5")),
+}
+
+
+@pytest.mark.parametrize(
+    ("how", "launcher"),
+    [("scancel-steps", "srun"), ("scancel-steps", "torchrun"), ("scancel", "srun"), ("scancel", "torchrun"),
+     ("time-limit", "srun")],
+)  # fmt: skip
+def test_sigterm_saves_and_the_job_exits_143_with_the_resume_command(local_slurm, tmp_path, how, launcher):
+    """scancel or the time limit sends SIGTERM: the ranks save at the next step (here a save of
+    5 s, in Slurm's grace time) and exit 143, so the job does not read COMPLETED, and the log says
+    where to resume from. torchrun passes it on to its workers and exits 143 too (torch's own: 1,
+    with a traceback). The batch shell gets it too (scancel, the time limit): it died at once,
+    and the job's exit code read 0:15; it now waits for the ranks and exits as they do."""
+    command, state, sbatch_options = SIGTERMS[how]
+    saves = record_saves(tmp_path / "saves.txt", stop_save_seconds=5)
+    script, job_id = start_slow_job(local_slurm, tmp_path, launcher, 400, *saves, sbatch_options=sbatch_options)
     run = tmp_path / "outputs" / f"slurm-{job_id}"
     before = newest_checkpoint(run)[1]
-    local_slurm.command("scancel", "--signal=TERM", job_id)
+    if command:
+        local_slurm.command(*command, job_id)
     info = local_slurm.wait(job_id, timeout=300)
     log = local_slurm.log(script, job_id)
-    assert info["JobState"] == "FAILED", f"job {job_id} ended {info['JobState']}:\n{log}"
+    assert info["JobState"] == state, f"job {job_id} ended {info['JobState']}:\n{log}"
     path, step = newest_checkpoint(run)
     assert step >= before and path.name == "last.ckpt"
     line = next(line for line in log.splitlines() if line.startswith("Stopped by SIGTERM"))
