@@ -331,6 +331,34 @@ def test_sigterm_saves_and_the_job_exits_143_with_the_resume_command(local_slurm
     assert info["ExitCode"] == "143:0", f"job {job_id} exit code {info['ExitCode']}:\n{log}"
 
 
+def test_a_cancelled_horovodrun_job_over_mpi_keeps_the_ranks_save(local_slurm, tmp_path):
+    """launcher=horovodrun with MPI: Open MPI's mpirun killed the ranks 1 s after scancel's SIGTERM,
+    here in the middle of a 5 s save (the checkpoint before it stayed whole). The script now gives
+    them as long as Slurm does. (mpirun's output of the ranks' lines ends with the signal.)"""
+    require_horovod(mpi=True)
+    if os.environ.get("OMPI_MCA_plm") == "isolated":
+        pytest.skip("this machine sets OMPI_MCA_plm=isolated: Open MPI's mpirun starts ranks on this node only")
+    script = write_script(tmp_path, strategy="horovod", launcher="horovodrun", nodes=2, gpus_per_node=1)
+    saves = tmp_path / "saves.txt"
+    job_id = local_slurm.submit(
+        script,
+        *FAST,
+        "trainer.max_epochs=400",
+        f"output_root={tmp_path / 'outputs'}",
+        *record_saves(saves, seconds_per_step=0.3, stop_save_seconds=5),
+    )
+    run = tmp_path / "outputs" / f"slurm-{job_id}"
+    local_slurm.wait_for((run / "checkpoints" / "last.ckpt").exists, f"job {job_id} wrote no checkpoint", timeout=300)
+    local_slurm.command("scancel", job_id)
+    info = local_slurm.wait(job_id, timeout=300)
+    stopping = Path(f"{saves}.stopping")  # as the stop's save began
+    assert stopping.exists(), f"no stop's save began:\n{local_slurm.log(script, job_id)}"
+    path, step = newest_checkpoint(run)
+    assert path.name == "last.ckpt" and path.stat().st_mtime > stopping.stat().st_mtime, "the stop's save was cut"
+    assert step == int(saves.read_text().split()[-1])
+    assert info["ExitCode"] == "143:0", info
+
+
 def test_the_time_limit_while_testing_ends_the_job_with_143_and_the_command_that_tests(local_slurm, tmp_path):
     """SIGTERM while test_after_fit tests. Before, Lightning's handler took it: a broadcast inside
     the handler on each rank (it hung two ranks that each got two signals: test_agreement.py),

@@ -6,7 +6,9 @@ and exit 143 (callbacks/stop.py). With gloo, horovodrun killed them 5 s after pa
 signal on, in the middle of the save of a large model, then raised RuntimeError (a traceback,
 exit 1). Here it waits up to 10 minutes for them (in a job, Slurm's grace time after SIGTERM,
 KillWait, still bounds it) and exits as they do, 128 + the signal's number, with one line.
-With MPI, horovodrun hands over to mpirun: unchanged (README, "Horovod", says what it does).
+With MPI, horovodrun hands over to Open MPI's mpirun, which kills the workers 1 s after a
+signal unless OMPI_MCA_odls_base_sigkill_timeout says otherwise (the sbatch scripts set it;
+README, "Horovod", says why this module leaves it alone).
 """
 
 import signal
