@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tests.helpers import FAST, record_validations, run_train, save_after_step
-from tests.slurm_helpers import starts_of
+from tests.slurm_helpers import record_starts, starts_of
 
 
 def test_resume_continues_at_the_right_step(tmp_path):
@@ -59,11 +59,10 @@ def test_a_save_after_an_epochs_last_batch_resumes_whole_epochs(tmp_path):
     after_last_batch, mid_epoch = tmp_path / "after-last-batch.ckpt", tmp_path / "mid-epoch.ckpt"
     no_validation = [*FAST, "trainer.limit_val_batches=0", f"output_root={tmp_path}"]
     run_train(*no_validation, "run_id=first", "trainer.max_epochs=1", *save_after_step(4, after_last_batch))
-    common = [*no_validation, "+callbacks.starts._target_=tests.slurm_helpers.RecordStarts"]
-    second = [*common, "run_id=second", f"+callbacks.starts.path={tmp_path / 'second'}"]
+    second = [*no_validation, "run_id=second", *record_starts(tmp_path / "second")]
     run_train(*second, "trainer.max_epochs=2", f"ckpt_path={after_last_batch}", *save_after_step(6, mid_epoch))
     run_train(*second, "trainer.max_epochs=3", "ckpt_path=last")  # from the end of epoch 1
-    third = [*common, "run_id=third", f"+callbacks.starts.path={tmp_path / 'third'}"]
+    third = [*no_validation, "run_id=third", *record_starts(tmp_path / "third")]
     run_train(*third, "trainer.max_epochs=3", f"ckpt_path={mid_epoch}")  # from the middle of epoch 1
 
     for run in ("second", "third"):
@@ -86,9 +85,8 @@ def test_a_save_after_the_batch_a_validation_follows_resumes_with_that_validatio
     saved, validations = tmp_path / "saved.ckpt", tmp_path / "validations.txt"
     common = [*FAST, *overrides, f"output_root={tmp_path}"]
     run_train(*common, "run_id=first", "trainer.max_epochs=1", *save_after_step(step, saved))
-    starts = ["+callbacks.starts._target_=tests.slurm_helpers.RecordStarts", f"+callbacks.starts.path={tmp_path}"]
     resume = [*common, "run_id=second", "trainer.max_epochs=2", f"ckpt_path={saved}"]
-    run_train(*resume, *starts, *record_validations(validations, seconds_per_batch=0))
+    run_train(*resume, *record_starts(tmp_path), *record_validations(validations, seconds_per_batch=0))
     assert starts_of(tmp_path) == [(0, step)]
     assert validations.read_text().split() == validated, "a validation was skipped or run twice"
     last = torch.load(tmp_path / "second" / "checkpoints" / "last.ckpt", weights_only=False)

@@ -168,8 +168,7 @@ def test_a_requeue_during_a_validation_resumes_with_that_whole_validation(local_
         "trainer.max_epochs=2",
         f"output_root={tmp_path / 'outputs'}",
         *record_validations(validations, seconds_per_batch=0.5),  # 4 s a validation
-        "+callbacks.starts._target_=tests.slurm_helpers.RecordStarts",
-        f"+callbacks.starts.path={starts}",
+        *record_starts(starts),
     )
     began = validations.with_name(validations.name + ".began")
     local_slurm.wait_for(began.exists, f"job {job_id} began no validation", timeout=300)

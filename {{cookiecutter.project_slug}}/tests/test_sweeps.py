@@ -17,7 +17,7 @@ from {{ cookiecutter.package_name }}.slurm.profiles import choices, load
 from {{ cookiecutter.package_name }}.slurm.render import Job, sbatch_header
 
 from tests.helpers import FAST, PROJECT, project_env
-from tests.slurm_helpers import RecordStarts, starts_of  # noqa: F401  (RecordStarts: through +callbacks overrides)
+from tests.slurm_helpers import record_starts, starts_of
 
 SLURM_PROFILES = [name for name in choices("cluster") if load("cluster", name).get("slurm")]
 
@@ -186,9 +186,7 @@ def test_a_preempted_sweep_job_requeues_and_resumes(local_slurm, tmp_path):
             f"output_root={tmp_path}",
             "seed=1",
             "trainer.max_epochs=12",  # 2 steps an epoch over 4 ranks: ~6 s of training
-            "+callbacks.starts._target_=tests.slurm_helpers.RecordStarts",
-            f"+callbacks.starts.path={starts}",
-            "+callbacks.starts.seconds_per_step=0.25",
+            *record_starts(starts, seconds_per_step=0.25),
         ],
         cwd=PROJECT,
         env=local_slurm.env(),
