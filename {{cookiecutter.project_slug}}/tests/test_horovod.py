@@ -131,7 +131,8 @@ def test_the_projects_horovodrun_stopped_by_sigterm_waits_for_the_save_and_exits
     waits for the save and exits 143."""
     require_horovod()
     run, saves = tmp_path / "run", tmp_path / "saves.txt"
-    horovodrun = (sys.executable, "-m", "{{ cookiecutter.package_name }}.horovodrun", "-np", "2", "--gloo", sys.executable)
+    module = "{{ cookiecutter.package_name }}.horovodrun"
+    horovodrun = (sys.executable, "-m", module, "-np", "2", "--gloo", sys.executable)
     overrides = ["strategy=horovod", *TWO_CPU_PROCESSES, "trainer.max_epochs=40"]
     overrides += record_saves(saves, seconds_per_step=0.2, stop_save_seconds=12)
     process = start_until_first_checkpoint(run, *overrides, launcher=horovodrun)

@@ -129,7 +129,8 @@ def test_launchers_split_the_node_differently():
     assert "scontrol requeue" in torchrun and "RESUME=(ckpt_path=last)" in torchrun
 
     horovod = script("puhti", strategy="horovod", nodes=2, launcher="horovodrun")
-    assert 'python -m {{ cookiecutter.package_name }}.horovodrun -np "$SLURM_NTASKS"' in horovod  # waits for a stop's save
+    launched = 'python -m {{ cookiecutter.package_name }}.horovodrun -np "$SLURM_NTASKS"'
+    assert launched in horovod  # the project's horovodrun: waits for a stop's save
     assert "--ntasks-per-node=4" in sbatch_lines(horovod)
 
 

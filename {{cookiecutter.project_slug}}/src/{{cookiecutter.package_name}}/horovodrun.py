@@ -1,5 +1,6 @@
-"""horovodrun that lets its workers finish a stop's save: `python -m {{ cookiecutter.package_name }}.horovodrun` takes
-horovodrun's arguments (the sbatch scripts of launcher=horovodrun run it).
+"""horovodrun that lets its workers finish a stop's save. It takes horovodrun's arguments:
+`python -m {{ cookiecutter.package_name }}.horovodrun -np 2 python train.py strategy=horovod`
+(the sbatch scripts of launcher=horovodrun run it).
 
 A signal to horovodrun (Ctrl-C, scancel, Slurm's time limit) reaches its workers, which save
 and exit 143 (callbacks/stop.py). With gloo, horovodrun killed them 5 s after passing the
