@@ -45,11 +45,12 @@ def check_ddp_run(finished, outputs, record, world_size):
 
 
 def start_slow_job(
-    local_slurm, tmp_path, launcher, epochs=12, *overrides, strategy="ddp", recorder=RECORD, sbatch_options=()
+    local_slurm, tmp_path, launcher, epochs=12, *overrides, strategy="ddp", recorder=RECORD, sbatch_options=(), **job
 ):
     """Submit a 2-node job of short epochs (2 steps each) that records where each start began;
-    return once it has written its first checkpoint, so that it can be signalled mid-training."""
-    script = write_script(tmp_path, nodes=2, launcher=launcher, strategy=strategy)
+    return once it has written its first checkpoint, so that it can be signalled mid-training.
+    `job`: more of the script's settings (write_script), e.g. gpus_per_node."""
+    script = write_script(tmp_path, nodes=2, launcher=launcher, strategy=strategy, **job)
     job_id = local_slurm.submit(
         script,
         *FAST,
@@ -337,17 +338,11 @@ def test_a_cancelled_horovodrun_job_over_mpi_keeps_the_ranks_save(local_slurm, t
     require_horovod(mpi=True)
     if os.environ.get("OMPI_MCA_plm") == "isolated":
         pytest.skip("this machine sets OMPI_MCA_plm=isolated: Open MPI's mpirun starts ranks on this node only")
-    script = write_script(tmp_path, strategy="horovod", launcher="horovodrun", nodes=2, gpus_per_node=1)
     saves = tmp_path / "saves.txt"
-    job_id = local_slurm.submit(
-        script,
-        *FAST,
-        "trainer.max_epochs=400",
-        f"output_root={tmp_path / 'outputs'}",
-        *record_saves(saves, seconds_per_step=0.3, stop_save_seconds=5),
-    )
+    horovod = dict(strategy="horovod", gpus_per_node=1)
+    slow_save = record_saves(saves, stop_save_seconds=5)
+    script, job_id = start_slow_job(local_slurm, tmp_path, "horovodrun", 400, *slow_save, **horovod)
     run = tmp_path / "outputs" / f"slurm-{job_id}"
-    local_slurm.wait_for((run / "checkpoints" / "last.ckpt").exists, f"job {job_id} wrote no checkpoint", timeout=300)
     local_slurm.command("scancel", job_id)
     info = local_slurm.wait(job_id, timeout=300)
     stopping = Path(f"{saves}.stopping")  # as the stop's save began
