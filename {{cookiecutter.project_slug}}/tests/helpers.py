@@ -47,7 +47,8 @@ def launcher_variable(name: str) -> bool:
     settings stay (Open MPI's OMPI_MCA_*, PMIx's PMIX_MCA_*, SLURM_CONF): without them MPI may
     not even start there, and Lightning starts it when mpi4py is installed.
     """
-    if name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "RUN_ID"):
+    torch = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK")
+    if name in (*torch, "RUN_ID", "RESTART_COMMAND"):  # the last two: the project's own, for its ranks
         return True
     if name.startswith(("SLURM_", "TORCHELASTIC_")):  # the job's and step's, not the site's
         return name != "SLURM_CONF"

@@ -2,11 +2,21 @@
 
 import re
 import signal
+import subprocess
 import sys
 
 import pytest
 
-from tests.helpers import FAST, assert_same_weights, record_saves, recorded, run_train, start_until_first_checkpoint
+from tests.helpers import (
+    FAST,
+    PROJECT,
+    assert_same_weights,
+    project_env,
+    record_saves,
+    recorded,
+    run_train,
+    start_until_first_checkpoint,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -69,4 +79,35 @@ def test_torchrun_stopped_by_sigterm_waits_for_the_save_and_exits_143_with_one_l
     assert "torchrun: stopped by SIGTERM, which it passed on to its workers" in stderr
     step = int(saves.read_text().split()[-1])
     assert f"Stopped by SIGTERM at step {step}: saved " in stderr, stderr
-    assert f"Resume: python train.py resume={run}" in stderr
+    # The command that resumes it starts torchrun again (before, it named `python train.py`: one process).
+    again = " ".join(["python", *torchrun[1:], str(PROJECT / "train.py"), f"resume={run}"])
+    assert f"Resume: {again}" in stderr, stderr
+
+
+TORCHRUN = (sys.executable, "-m", "{{ cookiecutter.package_name }}.torchrun")
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [("--nproc_per_node=x", "torchrun: --nproc_per_node=x: Unsupported nproc_per_node value: x. Fix: "),
+     ("--nnodes=x", "torchrun: --nnodes=x: invalid literal for int() with base 10: 'x'. Fix: --nnodes=<nodes>"),
+     ("--nnodes=2:1", "torchrun: --nnodes=2:1: 2 to 1 nodes. Fix: --nnodes=<nodes>, or <min>:<max>")],
+)  # fmt: skip
+def test_the_projects_torchrun_refuses_a_wrong_size_with_one_line(option, message, tmp_path):
+    """torch's torchrun raised a ValueError (or AssertionError) traceback, exit 1."""
+    command = [*TORCHRUN, option, str(PROJECT / "train.py"), f"output_root={tmp_path}"]
+    result = subprocess.run(command, cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(message), result.stderr
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
+def test_a_worker_stopped_by_a_wrong_override_ends_the_projects_torchrun_with_its_code_and_one_line(tmp_path):
+    """A wrong override: each worker stops with one line, exit 2; torch's torchrun then raised
+    ChildFailedError, a traceback, and exited 1."""
+    command = [*TORCHRUN, "--nproc_per_node=2", str(PROJECT / "train.py"), "strategy=bogus", f"output_root={tmp_path}"]
+    result = subprocess.run(command, cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert "ERROR: strategy=bogus: no such choice of strategy" in result.stderr
+    assert re.search(r"torchrun: the worker of rank \d exited 2 first \(its lines above say why\)", result.stderr)

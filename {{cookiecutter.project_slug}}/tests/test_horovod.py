@@ -3,6 +3,7 @@
 checkpoints, resume. Under Slurm (srun --mpi=pmix): tests/test_slurm_jobs.py."""
 
 import csv
+import re
 import shutil
 import signal
 import subprocess
@@ -144,3 +145,26 @@ def test_the_projects_horovodrun_stopped_by_sigterm_waits_for_the_save_and_exits
     assert "horovodrun: stopped by SIGTERM, which it passed on to its workers" in stderr
     step = int(saves.read_text().split()[-1])
     assert f"Stopped by SIGTERM at step {step}: saved " in output, output
+    # The command that resumes it starts horovodrun again (before, it named `python train.py`: one process).
+    again = f"python -m {module} -np 2 --gloo {sys.executable} {PROJECT / 'train.py'} resume={run}"
+    assert f"Resume: {again}" in output, output
+
+
+@pytest.mark.parametrize("controller", CONTROLLERS)
+def test_a_worker_stopped_by_a_wrong_override_ends_the_projects_horovodrun_with_its_code_and_one_line(
+    tmp_path, controller
+):
+    """A wrong override: each worker stops with one line, exit 2; with gloo, Horovod's horovodrun
+    then raised a RuntimeError, a traceback, and exited 1. (With MPI it hands over to mpirun,
+    which reports the worker's exit in a box of its own, and exits 2.)"""
+    require_horovod(mpi=controller == "mpi")
+    horovodrun = [sys.executable, "-m", "{{ cookiecutter.package_name }}.horovodrun", "-np", "2"]
+    command = [*horovodrun, *CONTROLLERS[controller], sys.executable, str(PROJECT / "train.py"), "strategy=bogus"]
+    command.append(f"output_root={tmp_path}")
+    result = subprocess.run(command, cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert "Traceback" not in output, output
+    assert "ERROR: strategy=bogus: no such choice of strategy" in output
+    if controller == "gloo":
+        assert re.search(r"horovodrun: the worker \d exited 2 first \(the lines above say why\)", result.stderr), output

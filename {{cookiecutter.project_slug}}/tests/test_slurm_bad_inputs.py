@@ -164,7 +164,8 @@ def test_profile_values_reach_the_shell_as_text_not_commands(tmp_path, capsys):
     )
     assert "module load '$(touch ran-module)'" in text
     # The software and environment lines, with a `module` that does nothing (no modules here).
-    lines = [line for line in text.splitlines() if line.startswith(("module ", "export ", "if [[", "    source", "fi"))]
+    setup = text.split("# Rendezvous")[0].splitlines()
+    lines = [line for line in setup if line.startswith(("module ", "export ", "if [[", "    source", "fi"))]
     slurm = "SLURM_CPUS_PER_TASK=1 SLURM_JOB_ID=1 NODES=(n1)"
     shell = "\n".join(["module() { :; }", "set -u", slurm, *lines, 'echo "$MIOPEN_USER_DB_PATH"'])
     result = subprocess.run(["bash", "-c", shell], cwd=tmp_path, capture_output=True, text=True, env={"USER": "me"})

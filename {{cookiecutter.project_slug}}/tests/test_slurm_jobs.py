@@ -3,6 +3,7 @@ DDP over gloo and Horovod over MPI on CPUs, 4 ranks at most. Job times are print
 for the README."""
 
 import os
+import shlex
 import shutil
 import time
 from pathlib import Path
@@ -326,9 +327,30 @@ def test_sigterm_saves_and_the_job_exits_143_with_the_resume_command(local_slurm
     path, step = newest_checkpoint(run)
     assert step >= before and path.name == "last.ckpt"
     line = next(line for line in log.splitlines() if line.startswith("Stopped by SIGTERM"))
-    assert f"at step {step}: saved " in line and f"Resume: python train.py resume={run}" in line
+    assert f"at step {step}: saved " in line and f"Resume: sbatch {script} resume={run}" in line
     assert "Traceback" not in log
     assert info["ExitCode"] == "143:0", f"job {job_id} exit code {info['ExitCode']}:\n{log}"
+
+
+def test_the_command_that_a_cancelled_job_prints_resumes_it_in_a_new_job(local_slurm, tmp_path):
+    """The line named `python train.py resume=...`, which on the login node would have trained
+    there, on one process. It names the job's script, submitted again: a new job that continues
+    the run in its folder (here under torchrun, whose own resume command the script's replaces)."""
+    script, job_id = start_slow_job(local_slurm, tmp_path, "torchrun", 400)
+    run = tmp_path / "outputs" / f"slurm-{job_id}"
+    local_slurm.command("scancel", job_id)
+    local_slurm.wait(job_id, timeout=300)
+    log = local_slurm.log(script, job_id)
+    line = next(line for line in log.splitlines() if line.startswith("Stopped by SIGTERM"))
+    command = shlex.split(line.split("Resume: ", 1)[1])
+    assert command[:2] == ["sbatch", str(script)] and command[2:] == [f"resume={run}"], line
+    step = newest_checkpoint(run)[1]
+    epochs = step // 2 + 2  # 2 steps an epoch: a few steps more
+    resumed = local_slurm.run(script, *command[2:], f"trainer.max_epochs={epochs}", timeout=300)
+    assert resumed.state == "COMPLETED", f"job {resumed.job_id} ended {resumed.state}:\n{resumed.log}"
+    assert starts_of(tmp_path / "starts")[-1][1] == step, "it did not resume from the saved step"
+    assert newest_checkpoint(run)[1] == 2 * epochs
+    assert not (tmp_path / "outputs" / f"slurm-{resumed.job_id}").exists(), "the new job started a new run"
 
 
 def test_a_cancelled_horovodrun_job_over_mpi_keeps_the_ranks_save(local_slurm, tmp_path):
@@ -364,7 +386,7 @@ def test_the_time_limit_while_testing_ends_the_job_with_143_and_the_command_that
     assert (info["JobState"], info["ExitCode"]) == ("FAILED", "143:0"), f"job {job_id} ended {info}:\n{log}"
     run = tmp_path / "outputs" / f"slurm-{job_id}"
     line = f"Stopped by SIGTERM at step 4, after the training's end: newest {run / 'checkpoints' / 'last.ckpt'}. "
-    line += f"Nothing is left to train; to test: python train.py resume={run} test_after_fit=true"
+    line += f"Nothing is left to train; to test: sbatch {script} resume={run} test_after_fit=true"
     assert line in log and "Traceback" not in log, log
     assert not (starts / "tested").exists(), "the test ended before the stop"
 

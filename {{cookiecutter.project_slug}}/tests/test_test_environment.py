@@ -11,6 +11,7 @@ LAUNCHERS = {
     "LOCAL_RANK": "1",
     "WORLD_SIZE": "2",
     "RUN_ID": "outer-run",
+    "RESTART_COMMAND": "sbatch job.sh",
     "SLURM_PROCID": "1",
     "SLURM_NTASKS": "2",
     "SLURM_JOB_ID": "7",

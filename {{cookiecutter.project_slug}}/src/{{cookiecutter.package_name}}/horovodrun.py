@@ -7,11 +7,16 @@ and exit 143 (callbacks/stop.py). With gloo, horovodrun killed them 5 s after pa
 signal on, in the middle of the save of a large model, then raised RuntimeError (a traceback,
 exit 1). Here it waits up to 10 minutes for them (in a job, Slurm's grace time after SIGTERM,
 KillWait, still bounds it) and exits as they do, 128 + the signal's number, with one line.
+A worker that fails (a wrong override: one line, exit 2) also ended in a traceback and exit 1:
+here horovodrun exits as that worker did, with one line (with MPI, mpirun reports it and exits so).
 With MPI, horovodrun hands over to Open MPI's mpirun, which kills the workers 1 s after a
 signal unless OMPI_MCA_odls_base_sigkill_timeout says otherwise (the sbatch scripts set it;
 README, "Horovod", says why this module leaves it alone).
 """
 
+import os
+import re
+import shlex
 import signal
 import sys
 import threading
@@ -19,7 +24,7 @@ import threading
 try:
     from horovod.runner import gloo_run
     from horovod.runner.common.util import safe_shell_exec
-    from horovod.runner.launch import run_commandline
+    from horovod.runner.launch import parse_args, run_commandline
 except ImportError:
     sys.exit("horovodrun: Horovod is not installed. Fix: bash scripts/install-horovod.sh")
 
@@ -30,7 +35,21 @@ SECONDS_TO_SAVE = 600
 safe_shell_exec.GRACEFUL_TERMINATION_TIME_S = SECONDS_TO_SAVE
 
 
+def restart_command() -> str | None:
+    """horovodrun's options and the command up to its script: how to start this run again, which
+    a stopped worker's line names (an sbatch script's own comes first)."""
+    command = parse_args().command
+    script = next((index for index, arg in enumerate(command) if arg.endswith(".py")), None)
+    if script is None:
+        return None
+    options = sys.argv[1 : len(sys.argv) - len(command)]
+    launcher = ["python", "-m", "{{ cookiecutter.package_name }}.horovodrun", *options]
+    return shlex.join([*launcher, *command[: script + 1]])
+
+
 def run() -> None:
+    if (command := restart_command()) is not None:
+        os.environ.setdefault("RESTART_COMMAND", command)
     received: list[int] = []
 
     def shutdown_event() -> threading.Event:
@@ -48,12 +67,17 @@ def run() -> None:
     gloo_run.register_shutdown_event = shutdown_event
     try:
         run_commandline()
-    except RuntimeError:  # "one or more processes exited with non-zero status"
-        if not received:
+    except RuntimeError as error:  # gloo: "one or more processes exited with non-zero status" (MPI: mpirun says it)
+        if received:
+            name = signal.Signals(received[0]).name
+            print(f"horovodrun: stopped by {name}, which it passed on to its workers", file=sys.stderr)
+            sys.exit(128 + received[0])
+        failed = re.search(r"Process name: (\S+)\s+Exit code: (-?\d+)", str(error))
+        if failed is None:
             raise
-        name = signal.Signals(received[0]).name
-        print(f"horovodrun: stopped by {name}, which it passed on to its workers", file=sys.stderr)
-        sys.exit(128 + received[0])
+        worker, code = failed[1], int(failed[2])
+        print(f"horovodrun: the worker {worker} exited {code} first (the lines above say why)", file=sys.stderr)
+        sys.exit(code if code > 0 else 128 - code)  # -N: killed by signal N
 
 
 if __name__ == "__main__":

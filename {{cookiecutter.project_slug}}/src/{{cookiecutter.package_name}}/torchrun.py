@@ -4,7 +4,9 @@ torchrun's arguments (the sbatch scripts of launcher=torchrun run it).
 A signal to torchrun (Slurm's time limit, scancel, Ctrl-C) is passed on to its workers, which
 save and exit 143 or 130 (callbacks/stop.py); torchrun itself then raises SignalException,
 which Python prints as a traceback, and exits 1: the job read as a crash. Here torchrun exits
-as its workers do, 128 + the signal's number, with one line.
+as its workers do, 128 + the signal's number, with one line. A worker that fails (a wrong
+override: one line, exit 2) also ended in torchrun's traceback and exit 1: here torchrun exits
+as that worker did, with one line.
 
 torchrun also killed its workers 30 s after passing a signal on, in the middle of a stop's
 save of a large model: here it waits up to 10 minutes (--shutdown-timeout sets another
@@ -12,21 +14,54 @@ limit); in a job, Slurm's own grace time after SIGTERM (KillWait) still bounds i
 """
 
 import os
+import shlex
 import signal
 import sys
 
 from torch.distributed.elastic.multiprocessing.api import SignalException
-from torch.distributed.run import main
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+from torch.distributed.run import determine_local_world_size, main, parse_args, parse_min_max_nnodes
+
+
+def _nodes(value: str) -> None:
+    least, most = parse_min_max_nnodes(value)
+    if not 0 < least <= most:
+        raise ValueError(f"{least} to {most} nodes")
+
+
+# Checked before torch's own checks, which raised a traceback: option -> (its check, the fix).
+CHECKS = {
+    "nnodes": (_nodes, "--nnodes=<nodes>, or <min>:<max>"),
+    "nproc_per_node": (determine_local_world_size, "--nproc_per_node=<processes per node>, or gpu (one per GPU)"),
+}
 
 
 def run() -> None:
     os.environ.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "600")
+    options = parse_args(sys.argv[1:])
+    for option, (check, fix) in CHECKS.items():
+        value = getattr(options, option)
+        try:
+            check(value)
+        except (ValueError, RuntimeError) as error:
+            print(f"torchrun: --{option}={value}: {str(error).rstrip('.')}. Fix: {fix}", file=sys.stderr)
+            sys.exit(2)
+    # How to start this run again, which a stopped worker's line names (an sbatch script's own comes first).
+    launch = ["python", "-m", "{{ cookiecutter.package_name }}.torchrun"]
+    launch += sys.argv[1 : len(sys.argv) - len(options.training_script_args)]  # its options and the script
+    os.environ.setdefault("RESTART_COMMAND", shlex.join(launch))
     try:
         main()
     except SignalException as stop:
         name = signal.Signals(stop.sigval).name
         print(f"torchrun: stopped by {name}, which it passed on to its workers", file=sys.stderr)
         sys.exit(128 + stop.sigval)
+    except ChildFailedError as failed:  # the worker's own output above says why
+        rank, failure = failed.get_first_failure()
+        code = failure.exitcode if failure.exitcode > 0 else 128 - failure.exitcode  # -N: killed by signal N
+        how = f"was killed by {failure.signal_name()}" if failure.exitcode < 0 else f"exited {failure.exitcode}"
+        print(f"torchrun: the worker of rank {rank} {how} first (its lines above say why)", file=sys.stderr)
+        sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -39,8 +39,11 @@ def shown(path: Path) -> str:
 
 
 def resume_command(run_dir: Path) -> str:
-    """The command that continues a run, ready to paste into a shell (a folder with spaces quoted)."""
-    return f"python train.py {shlex.quote(f'resume={shown(run_dir)}')}"
+    """The command that continues a run, ready to paste into a shell (a folder with spaces quoted),
+    started as this run was: RESTART_COMMAND, which the sbatch scripts (`sbatch <script>`) and the
+    project's torchrun and horovodrun set; else `python train.py`. (In a job, `python train.py`
+    would have trained on the login node.)"""
+    return f"{os.environ.get('RESTART_COMMAND') or 'python train.py'} {shlex.quote(f'resume={shown(run_dir)}')}"
 
 
 def _hydra_value(value: str) -> str:
