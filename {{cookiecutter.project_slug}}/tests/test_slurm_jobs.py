@@ -5,6 +5,7 @@ for the README."""
 import os
 import shlex
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -423,6 +424,21 @@ def test_mismatched_allocation_fails_fast_with_the_fix(local_slurm, tmp_path):
     assert "Slurm started 1 task(s) per node, but the Trainer expects devices=2" in finished.log
     assert "#SBATCH --ntasks-per-node=2" in finished.log
     assert "Traceback" not in finished.log
+
+
+def test_srun_given_a_total_task_count_stops_with_the_per_node_fix(local_slurm, tmp_path):
+    """`srun -n 2 python train.py` (in salloc, or in a script of one's own): Lightning refused it in
+    Hydra's error of several lines, exit 1. The topology check stops it first, with the fix."""
+    train = ["python", "train.py", *FAST, "strategy=ddp", "trainer.devices=2", f"output_root={tmp_path / 'outputs'}"]
+    command = ["srun", "--nodes=1", "--ntasks=2", *train]
+    result = subprocess.run(command, cwd=PROJECT, env=local_slurm.env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2, result.stderr
+    assert "Slurm started 2 tasks by their total (--ntasks=2, or srun -n 2)" in result.stderr
+    assert "Fix: `--ntasks-per-node=2`" in result.stderr
+    assert "Error executing job" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1, result.stderr  # rank 0's
+    assert not any((tmp_path / "outputs").iterdir()), "the refused start left a run directory"
 
 
 def rendered_scripts():

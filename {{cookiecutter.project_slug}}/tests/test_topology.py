@@ -9,6 +9,7 @@ SRUN_2x2 = {
     "SLURM_JOB_ID": "7",
     "SLURM_STEP_ID": "0",
     "SLURM_NTASKS": "4",
+    "SLURM_NTASKS_PER_NODE": "2",  # set by --ntasks-per-node (srun's or #SBATCH's), which Lightning needs
     "SLURM_STEP_NUM_NODES": "2",
     "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
 }
@@ -36,6 +37,14 @@ def test_srun_mismatch_names_the_line_to_change(devices, nodes, message, fix):
     with pytest.raises(SetupError, match="Fix") as error:
         check_topology(devices, nodes, "cpu", 0, SRUN_2x2)
     assert message in str(error.value) and fix in str(error.value)
+
+
+def test_a_total_task_count_asks_for_ntasks_per_node():
+    """`srun -n 4` (no --ntasks-per-node): Lightning refused it with a RuntimeError in Hydra's error."""
+    total = {name: value for name, value in SRUN_2x2.items() if name != "SLURM_NTASKS_PER_NODE"}
+    with pytest.raises(SetupError, match=r"Slurm started 4 tasks by their total \(--ntasks=4, or srun -n 4\)") as error:
+        check_topology(2, 2, "cpu", 0, total)
+    assert "Fix: `--ntasks-per-node=2` (srun's option, or `#SBATCH --ntasks-per-node=2`)" in str(error.value)
 
 
 def test_uneven_tasks_ask_for_ntasks_per_node():

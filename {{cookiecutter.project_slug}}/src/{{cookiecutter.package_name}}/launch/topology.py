@@ -59,6 +59,14 @@ def _check_srun(devices: int, num_nodes: int, env: Mapping[str, str]) -> None:
             "but Lightning needs the same number on every node.\n"
             f"Fix: `#SBATCH --ntasks-per-node={devices}` instead of `--ntasks`."
         )
+    tasks = int(env.get("SLURM_NTASKS", "1"))
+    if tasks > 1 and "SLURM_NTASKS_PER_NODE" not in env:  # Lightning's own check: a Hydra error of many lines
+        raise SetupError(
+            f"Slurm started {tasks} tasks by their total (--ntasks={tasks}, or srun -n {tasks}), which Lightning "
+            "refuses: it needs the number per node.\n"
+            f"Fix: `--ntasks-per-node={devices}` (srun's option, or `#SBATCH --ntasks-per-node={devices}`) instead of "
+            "`--ntasks`."
+        )
     if per_node != devices:
         raise SetupError(
             f"Slurm started {per_node} task(s) per node, but the Trainer expects devices={devices} per node.\n"
