@@ -481,6 +481,14 @@ def test_converting_what_is_not_a_deepspeed_checkpoint_stops_with_one_line(given
     assert line.startswith(f"ERROR: {tmp_path / given}: {reason}") and "Fix: the .ckpt folder a DeepSpeed run" in line
 
 
+def test_the_converters_usage_names_the_command_that_runs_it():
+    """It named `python -m __main__`."""
+    module = "{{ cookiecutter.package_name }}.convert_zero_checkpoint"
+    command = [sys.executable, "-m", module]
+    result = subprocess.run(command, cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stderr.startswith(f"usage: python -m {module} "), result.stderr
+
+
 def test_converting_into_what_cannot_be_written_or_without_deepspeed_stops_with_one_line(tmp_path, capsys, monkeypatch):
     """Before: a traceback from mkdir, or DeepSpeed's import error once the output folder was made."""
     import importlib.util

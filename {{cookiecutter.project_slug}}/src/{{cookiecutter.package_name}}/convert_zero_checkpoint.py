@@ -48,7 +48,8 @@ def convert(checkpoint_dir: Path, output_file: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog=f"python -m {__name__}", description=__doc__.split("\n\n")[0])
+    prog = f"python -m {__package__}.convert_zero_checkpoint"  # with -m, __name__ is __main__
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint_dir", type=Path, help="the .ckpt folder DeepSpeed wrote")
     parser.add_argument("output_file", type=Path, nargs="?", help="default: <checkpoint_dir>.pt")
     args = parser.parse_args(argv)
