@@ -3,6 +3,7 @@ Hydra's submitit launcher (configs/hydra/launcher/slurm.yaml)."""
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 
@@ -12,12 +13,13 @@ import yaml
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from {{ cookiecutter.package_name }}.callbacks.checkpoints import newest_checkpoint
 from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
 from {{ cookiecutter.package_name }}.slurm.profiles import choices, load
 from {{ cookiecutter.package_name }}.slurm.render import Job, sbatch_header
 
 from tests.helpers import FAST, PROJECT, project_env
-from tests.slurm_helpers import record_starts, starts_of
+from tests.slurm_helpers import job_log, record_starts, starts_of
 
 SLURM_PROFILES = [name for name in choices("cluster") if load("cluster", name).get("slurm")]
 
@@ -175,8 +177,9 @@ def test_a_sweep_of_two_node_jobs_runs_one_job_per_point(local_slurm, tmp_path):
         assert len(task_logs) == 4 and members == {"1", "2", "3", "4"}, task_logs  # 2 nodes x 2 tasks
 
 
-def test_a_preempted_sweep_job_requeues_and_resumes(local_slurm, tmp_path):
-    starts = tmp_path / "starts"
+def start_slow_sweep(local_slurm, tmp_path, epochs: int) -> tuple[subprocess.Popen, str]:
+    """A sweep of one point on 2 nodes x 2 ranks (2 steps an epoch, 0.25 s a step), returned with
+    its job id once the job has written its first checkpoint."""
     sweep = subprocess.Popen(
         [
             sys.executable,
@@ -185,8 +188,8 @@ def test_a_preempted_sweep_job_requeues_and_resumes(local_slurm, tmp_path):
             *SLURM_SWEEP,
             f"output_root={tmp_path}",
             "seed=1",
-            "trainer.max_epochs=12",  # 2 steps an epoch over 4 ranks: ~6 s of training
-            *record_starts(starts, seconds_per_step=0.25),
+            f"trainer.max_epochs={epochs}",
+            *record_starts(tmp_path / "starts", seconds_per_step=0.25),
         ],
         cwd=PROJECT,
         env=local_slurm.env(),
@@ -195,20 +198,62 @@ def test_a_preempted_sweep_job_requeues_and_resumes(local_slurm, tmp_path):
         text=True,
     )
     try:
-        # Signalled mid-training: after the first checkpoint, with ~5 s of steps left (the ranks
-        # agree on the signal about once a second). Signalled at the start of a short run, the
-        # job could end before that agreement, unrequeued.
         local_slurm.wait_for(
             lambda: any(tmp_path.glob("multirun/*/0/checkpoints/last.ckpt")), "the sweep job wrote no checkpoint", 300
         )
-        (job_id,) = {path.name for path in tmp_path.glob("multirun/*/.submitit/[0-9]*")}  # one point: no array
+    except AssertionError:
+        sweep.kill()
+        raise
+    (job_id,) = {path.name for path in tmp_path.glob("multirun/*/.submitit/[0-9]*")}  # one point: no array
+    return sweep, job_id
+
+
+def test_a_preempted_sweep_job_requeues_and_resumes(local_slurm, tmp_path):
+    # Signalled mid-training: after the first checkpoint, with ~5 s of steps left (the ranks
+    # agree on the signal about once a second). Signalled at the start of a short run, the
+    # job could end before that agreement, unrequeued.
+    sweep, job_id = start_slow_sweep(local_slurm, tmp_path, epochs=12)  # ~6 s of training
+    try:
         local_slurm.command("scancel", "--signal=USR1", job_id)
         local_slurm.release_requeued(job_id)
         output, _ = sweep.communicate(timeout=600)
     finally:
         sweep.kill()
     assert sweep.returncode == 0, output
-    first, second = starts_of(starts)
+    first, second = starts_of(tmp_path / "starts")
     assert first == (0, 0) and second[1] > 0, (first, second)  # the second start resumed
     (point,) = summary_of(tmp_path)["points"]
     assert point["finished"]
+
+
+def test_the_command_that_a_cancelled_sweep_job_prints_resumes_its_point(local_slurm, tmp_path):
+    """scancel of a point's job: its ranks save, and the line named `python train.py resume=...`,
+    which would train on the login node, alone (and a sweep takes no resume=). It names a job of
+    the point's size, which `python -m <package>.slurm` renders and submits: it continues the point
+    in its folder."""
+    sweep, job_id = start_slow_sweep(local_slurm, tmp_path, epochs=400)
+    try:
+        local_slurm.command("scancel", job_id)
+        local_slurm.wait(job_id, timeout=300)  # (submitit, without Slurm's accounting here, waits on)
+    finally:
+        sweep.kill()
+    (point,) = tmp_path.glob("multirun/*/0")
+    logs = "".join(path.read_text() for path in tmp_path.glob(f"multirun/*/.submitit/{job_id}/*_log.out"))
+    line = next(line for line in logs.splitlines() if line.startswith("Stopped by SIGTERM"))
+    render = "python -m {{ cookiecutter.package_name }}.slurm"
+    render += " cluster=localslurm nodes=2 gpus=2 strategy=ddp launcher=srun"
+    assert line.endswith(f"Resume: {render} --submit -- resume={point}"), line
+    step = newest_checkpoint(point)[1]
+    epochs = step // 2 + 2  # 2 steps an epoch: a few steps more
+    command = [*shlex.split(line.split("Resume: ", 1)[1]), f"trainer.max_epochs={epochs}"]
+    script = PROJECT / "logs" / "sbatch-localslurm-2x2-srun.sh"  # where --submit writes it
+    try:
+        submitted = subprocess.run(command, cwd=PROJECT, env=local_slurm.env(), capture_output=True, text=True)
+        assert submitted.returncode == 0, submitted.stderr
+        resumed = re.search(r"Submitted batch job (\d+)", submitted.stdout)[1]
+        info = local_slurm.wait(resumed, timeout=300)
+        assert info["JobState"] == "COMPLETED", f"job {resumed} ended {info['JobState']}:\n{job_log(script, resumed)}"
+    finally:
+        script.unlink(missing_ok=True)
+    assert starts_of(tmp_path / "starts")[-1][1] == step, "it did not resume from the saved step"
+    assert newest_checkpoint(point)[1] == 2 * epochs

@@ -7,6 +7,7 @@ account, partition, CPUs, memory, GPUs, time, modules and environment, and SIGUS
 the time limit, on which callbacks/requeue.py saves a checkpoint and requeues the job.
 """
 
+import shlex
 import shutil
 import subprocess
 
@@ -81,6 +82,7 @@ def launcher_options(root: DictConfig) -> dict:
     # text there, so the CPUs per task reach srun through its environment instead.
     srun = [option for option in job["srun"] if not option.startswith("--cpus-per-task")]
     setup = [*job["setup"], "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK  # srun does not pass it on by itself"]
+    setup.append(f"export RESTART_COMMAND={shlex.quote(_resubmit(root, sbatch))}  # after a stop, the ranks name it")
     return {
         **options,
         "cpus_per_task": sbatch["cpus-per-task"],
@@ -89,6 +91,14 @@ def launcher_options(root: DictConfig) -> dict:
         "setup": ["\n".join(setup)],  # one element: submitit writes the lines as they are
         "additional_parameters": extra,  # GPUs, memory, SIGUSR1@90, requeue
     }
+
+
+def _resubmit(root: DictConfig, sbatch: dict) -> str:
+    """How a stopped point resumes: a job of its size, as `python -m <package>.slurm` renders one
+    (a sweep takes no resume=, and `python train.py resume=...` would train on the login node)."""
+    size = [f"nodes={sbatch['nodes']}", f"gpus={sbatch['ntasks-per-node']}"]  # one task per GPU
+    settings = [f"cluster={root.cluster.name}", *size, f"strategy={root.strategy.name}", "launcher=srun"]
+    return shlex.join(["python", "-m", __package__, *settings, "--submit", "--"])
 
 
 def slurm_job(key: str, *, _root_: DictConfig):
