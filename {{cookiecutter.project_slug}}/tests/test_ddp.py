@@ -61,6 +61,18 @@ def test_two_processes_train_in_step(launch, tmp_path):
     assert abs(total - 2 * per_rank) <= 1, "the total sums both ranks' figures, each rounded"
 
 
+@pytest.mark.parametrize(("samples", "repeated"), [(264, 1), (256, 0)])  # test sets of 33 and 32 samples
+def test_a_test_on_two_ranks_says_how_many_samples_it_tests_twice(samples, repeated, tmp_path):
+    """Lightning's DistributedSampler fills the last rank's share with samples tested twice. Its
+    warning came with every test on several ranks, asking for devices=1; the line says how many."""
+    overrides = [*FAST, "strategy=ddp", "trainer.devices=2", "test_after_fit=true", f"data.num_samples={samples}"]
+    result = run_train(*overrides, f"output_root={tmp_path}")
+    output = result.stdout + result.stderr
+    assert "Using `DistributedSampler` with the dataloaders" not in output, output
+    line = "Test on 2 ranks: 1 of the 33 test samples are tested twice, so that every rank gets as many"
+    assert line in output if repeated else "tested twice" not in output, output
+
+
 def test_torchrun_stopped_by_sigterm_waits_for_the_save_and_exits_143_with_one_line(tmp_path):
     """Slurm's time limit or scancel signals torchrun too, which passes it on: the workers save
     and exit 143, and torch's torchrun then printed a traceback and exited 1 (the job read as

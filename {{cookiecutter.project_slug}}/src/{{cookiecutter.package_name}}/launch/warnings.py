@@ -33,6 +33,9 @@ BENIGN_WARNINGS = (
     r"When using ``NO_SHARD`` for ``ShardingStrategy``, full_state_dict will be returned",
     # torch's distributed checkpoint, when FSDP2 writes last.ckpt again: replacing it is the point.
     r"Detected an existing checkpoint in .*last\.ckpt, overwriting since self.overwrite=True",
+    # Lightning, at every test on several ranks: its DistributedSampler may test a few samples
+    # twice, so it asks for devices=1. callbacks/test_repeats.py says how many, where any are.
+    r"Using `DistributedSampler` with the dataloaders. During `trainer.test\(\)`",
     # Lightning's model summary under bf16-mixed: only its size estimate in MB is approximate.
     r"Precision bf16-mixed is not supported by the model summary",
 )
