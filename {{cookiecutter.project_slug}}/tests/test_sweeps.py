@@ -19,7 +19,7 @@ from {{ cookiecutter.package_name }}.slurm.profiles import choices, load
 from {{ cookiecutter.package_name }}.slurm.render import Job, sbatch_header
 
 from tests.helpers import FAST, PROJECT, project_env
-from tests.slurm_helpers import job_log, record_starts, starts_of
+from tests.slurm_helpers import record_starts, starts_of
 
 SLURM_PROFILES = [name for name in choices("cluster") if load("cluster", name).get("slurm")]
 
@@ -248,11 +248,13 @@ def test_the_command_that_a_cancelled_sweep_job_prints_resumes_its_point(local_s
     command = [*shlex.split(line.split("Resume: ", 1)[1]), f"trainer.max_epochs={epochs}"]
     script = PROJECT / "logs" / "sbatch-localslurm-2x2-srun.sh"  # where --submit writes it
     try:
-        submitted = subprocess.run(command, cwd=PROJECT, env=local_slurm.env(), capture_output=True, text=True)
+        env = local_slurm.env()
+        submitted = subprocess.run(command, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=120)
         assert submitted.returncode == 0, submitted.stderr
         resumed = re.search(r"Submitted batch job (\d+)", submitted.stdout)[1]
         info = local_slurm.wait(resumed, timeout=300)
-        assert info["JobState"] == "COMPLETED", f"job {resumed} ended {info['JobState']}:\n{job_log(script, resumed)}"
+        log = "".join(path.read_text() for path in (PROJECT / "logs").glob(f"*-{resumed}.out"))  # the script's --output
+        assert info["JobState"] == "COMPLETED", f"job {resumed} ended {info['JobState']}:\n{log}"
     finally:
         script.unlink(missing_ok=True)
     assert starts_of(tmp_path / "starts")[-1][1] == step, "it did not resume from the saved step"
