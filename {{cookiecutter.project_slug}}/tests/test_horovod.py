@@ -168,3 +168,20 @@ def test_a_worker_stopped_by_a_wrong_override_ends_the_projects_horovodrun_with_
     assert "ERROR: strategy=bogus: no such choice of strategy" in output
     if controller == "gloo":
         assert re.search(r"horovodrun: the worker \d exited 2 first \(the lines above say why\)", result.stderr), output
+
+
+@pytest.mark.parametrize(
+    ("options", "line", "code"),
+    [(["-np", "0"], "horovodrun: -np 0: no process to start. Fix: -np <processes>, 1 or more", 2),
+     (["-np", "2", "-H", "nohost.invalid:2"], "horovodrun: could not connect to some hosts via ssh. Fix: -H hosts", 1)],
+    ids=["no-process", "unreachable-host"],
+)  # fmt: skip
+def test_the_projects_horovodrun_stops_on_a_wrong_option_with_one_line(options, line, code, tmp_path):
+    """-np 0 started nothing and exited 0; a host that ssh cannot reach ended in a RuntimeError traceback."""
+    require_horovod()
+    horovodrun = [sys.executable, "-m", "{{ cookiecutter.package_name }}.horovodrun", "--gloo", *options]
+    command = [*horovodrun, sys.executable, str(PROJECT / "train.py"), "strategy=horovod", f"output_root={tmp_path}"]
+    result = subprocess.run(command, cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == code, result.stdout + result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(line), result.stderr
+    assert "Traceback" not in result.stderr, result.stderr

@@ -35,20 +35,27 @@ SECONDS_TO_SAVE = 600
 safe_shell_exec.GRACEFUL_TERMINATION_TIME_S = SECONDS_TO_SAVE
 
 
-def restart_command() -> str | None:
+NAME = "python -m {{ cookiecutter.package_name }}.horovodrun"
+
+
+def restart_command(command: list[str]) -> str | None:
     """horovodrun's options and the command up to its script: how to start this run again, which
     a stopped worker's line names (an sbatch script's own comes first)."""
-    command = parse_args().command
     script = next((index for index, arg in enumerate(command) if arg.endswith(".py")), None)
     if script is None:
         return None
     options = sys.argv[1 : len(sys.argv) - len(command)]
-    launcher = ["python", "-m", "{{ cookiecutter.package_name }}.horovodrun", *options]
-    return shlex.join([*launcher, *command[: script + 1]])
+    return shlex.join([*shlex.split(NAME), *options, *command[: script + 1]])
 
 
 def run() -> None:
-    if (command := restart_command()) is not None:
+    sys.argv[0] = NAME  # the name in argparse's usage lines
+    arguments = parse_args()
+    if arguments.num_proc is not None and arguments.num_proc < 1:  # before: started nothing, exit 0
+        print(f"horovodrun: -np {arguments.num_proc}: no process to start. Fix: -np <processes>, 1 or more",
+              file=sys.stderr)  # fmt: skip
+        sys.exit(2)
+    if (command := restart_command(arguments.command)) is not None:
         os.environ.setdefault("RESTART_COMMAND", command)
     received: list[int] = []
 
@@ -73,8 +80,10 @@ def run() -> None:
             print(f"horovodrun: stopped by {name}, which it passed on to its workers", file=sys.stderr)
             sys.exit(128 + received[0])
         failed = re.search(r"Process name: (\S+)\s+Exit code: (-?\d+)", str(error))
-        if failed is None:
-            raise
+        if failed is None:  # horovodrun's own, e.g. "could not connect to some hosts via ssh": one line
+            fix = " Fix: -H hosts that this machine reaches by ssh without a password (try: ssh <host> true)"
+            print(f"horovodrun: {str(error).rstrip('.')}.{fix if 'ssh' in str(error) else ''}", file=sys.stderr)
+            sys.exit(1)
         worker, code = failed[1], int(failed[2])
         print(f"horovodrun: the worker {worker} exited {code} first (the lines above say why)", file=sys.stderr)
         sys.exit(code if code > 0 else 128 - code)  # -N: killed by signal N

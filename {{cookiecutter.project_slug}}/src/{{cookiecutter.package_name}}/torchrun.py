@@ -38,6 +38,7 @@ CHECKS = {
 
 def run() -> None:
     os.environ.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "600")
+    sys.argv[0] = "python -m {{ cookiecutter.package_name }}.torchrun"  # the name in argparse's usage lines
     options = parse_args(sys.argv[1:])
     for option, (check, fix) in CHECKS.items():
         value = getattr(options, option)
@@ -47,8 +48,7 @@ def run() -> None:
             print(f"torchrun: --{option}={value}: {str(error).rstrip('.')}. Fix: {fix}", file=sys.stderr)
             sys.exit(2)
     # How to start this run again, which a stopped worker's line names (an sbatch script's own comes first).
-    launch = ["python", "-m", "{{ cookiecutter.package_name }}.torchrun"]
-    launch += sys.argv[1 : len(sys.argv) - len(options.training_script_args)]  # its options and the script
+    launch = [*shlex.split(sys.argv[0]), *sys.argv[1 : len(sys.argv) - len(options.training_script_args)]]
     os.environ.setdefault("RESTART_COMMAND", shlex.join(launch))
     try:
         main()
