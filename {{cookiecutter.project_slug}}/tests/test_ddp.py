@@ -28,6 +28,7 @@ LAUNCHES = {
     # torchrun starts both; each runs Hydra itself and must find the same run directory.
     "torchrun": ((sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2"), ["strategy=ddp"]),
 }
+TORCHRUN = (sys.executable, "-m", "{{ cookiecutter.package_name }}.torchrun")  # the project's (torchrun.py)
 
 
 @pytest.mark.parametrize("launch", LAUNCHES)
@@ -80,7 +81,7 @@ def test_torchrun_stopped_by_sigterm_waits_for_the_save_and_exits_143_with_one_l
     35 s (a large model). The project's torchrun module (the sbatch scripts' launcher=torchrun)
     waits for the save and exits 143."""
     run, saves = tmp_path / "run", tmp_path / "saves.txt"
-    torchrun = (sys.executable, "-m", "{{ cookiecutter.package_name }}.torchrun", "--nproc_per_node=2")
+    torchrun = (*TORCHRUN, "--nproc_per_node=2")
     overrides = ["strategy=ddp", "trainer.devices=2", "trainer.max_epochs=40"]
     overrides += record_saves(saves, seconds_per_step=0.2, stop_save_seconds=35)
     process = start_until_first_checkpoint(run, *overrides, launcher=torchrun)
@@ -94,9 +95,6 @@ def test_torchrun_stopped_by_sigterm_waits_for_the_save_and_exits_143_with_one_l
     # The command that resumes it starts torchrun again (before, it named `python train.py`: one process).
     again = " ".join(["python", *torchrun[1:], str(PROJECT / "train.py"), f"resume={run}"])
     assert f"Resume: {again}" in stderr, stderr
-
-
-TORCHRUN = (sys.executable, "-m", "{{ cookiecutter.package_name }}.torchrun")
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,7 @@ pytest.importorskip("horovod.torch", reason="build it with: bash scripts/install
 pytestmark = pytest.mark.slow
 
 HOROVODRUN = (shutil.which("horovodrun") or str(Path(sys.executable).with_name("horovodrun")), "-np", "2")
+PROJECTS_HOROVODRUN = (sys.executable, "-m", "{{ cookiecutter.package_name }}.horovodrun")  # (horovodrun.py)
 # How the ranks talk: gloo (always built) or MPI (horovodrun runs Open MPI's mpirun, with
 # --allow-run-as-root and 2 slots on localhost: nothing to add as root or on a 1-core machine).
 CONTROLLERS = {"gloo": ("--gloo",), "mpi": ("--mpi",)}
@@ -132,8 +133,7 @@ def test_the_projects_horovodrun_stopped_by_sigterm_waits_for_the_save_and_exits
     waits for the save and exits 143."""
     require_horovod()
     run, saves = tmp_path / "run", tmp_path / "saves.txt"
-    module = "{{ cookiecutter.package_name }}.horovodrun"
-    horovodrun = (sys.executable, "-m", module, "-np", "2", "--gloo", sys.executable)
+    horovodrun = (*PROJECTS_HOROVODRUN, "-np", "2", "--gloo", sys.executable)
     overrides = ["strategy=horovod", *TWO_CPU_PROCESSES, "trainer.max_epochs=40"]
     overrides += record_saves(saves, seconds_per_step=0.2, stop_save_seconds=12)
     process = start_until_first_checkpoint(run, *overrides, launcher=horovodrun)
@@ -146,7 +146,7 @@ def test_the_projects_horovodrun_stopped_by_sigterm_waits_for_the_save_and_exits
     step = int(saves.read_text().split()[-1])
     assert f"Stopped by SIGTERM at step {step}: saved " in output, output
     # The command that resumes it starts horovodrun again (before, it named `python train.py`: one process).
-    again = f"python -m {module} -np 2 --gloo {sys.executable} {PROJECT / 'train.py'} resume={run}"
+    again = f"python -m {PROJECTS_HOROVODRUN[2]} -np 2 --gloo {sys.executable} {PROJECT / 'train.py'} resume={run}"
     assert f"Resume: {again}" in output, output
 
 
@@ -158,9 +158,8 @@ def test_a_worker_stopped_by_a_wrong_override_ends_the_projects_horovodrun_with_
     then raised a RuntimeError, a traceback, and exited 1. (With MPI it hands over to mpirun,
     which reports the worker's exit in a box of its own, and exits 2.)"""
     require_horovod(mpi=controller == "mpi")
-    horovodrun = [sys.executable, "-m", "{{ cookiecutter.package_name }}.horovodrun", "-np", "2"]
-    command = [*horovodrun, *CONTROLLERS[controller], sys.executable, str(PROJECT / "train.py"), "strategy=bogus"]
-    command.append(f"output_root={tmp_path}")
+    horovodrun = [*PROJECTS_HOROVODRUN, "-np", "2", *CONTROLLERS[controller]]
+    command = [*horovodrun, sys.executable, str(PROJECT / "train.py"), "strategy=bogus", f"output_root={tmp_path}"]
     result = subprocess.run(command, cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=300)
     output = result.stdout + result.stderr
     assert result.returncode == 2, output
@@ -179,7 +178,7 @@ def test_a_worker_stopped_by_a_wrong_override_ends_the_projects_horovodrun_with_
 def test_the_projects_horovodrun_stops_on_a_wrong_option_with_one_line(options, line, code, tmp_path):
     """-np 0 started nothing and exited 0; a host that ssh cannot reach ended in a RuntimeError traceback."""
     require_horovod()
-    horovodrun = [sys.executable, "-m", "{{ cookiecutter.package_name }}.horovodrun", "--gloo", *options]
+    horovodrun = [*PROJECTS_HOROVODRUN, "--gloo", *options]
     command = [*horovodrun, sys.executable, str(PROJECT / "train.py"), "strategy=horovod", f"output_root={tmp_path}"]
     result = subprocess.run(command, cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == code, result.stdout + result.stderr
