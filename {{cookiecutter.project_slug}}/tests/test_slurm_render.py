@@ -167,6 +167,15 @@ def test_command_line_prints_writes_and_checks_overrides(tmp_path, capsys):
     assert "no such key" in capsys.readouterr().err
 
 
+def test_profile_overrides_take_each_of_hydras_signs(capsys):
+    """+ adds a key, ++ adds or sets one, ~ removes one (++ was read as a key named +slurm)."""
+    overrides = ["+cluster.slurm.env.ADDED=1", "++cluster.slurm.env.FORCED=2", "++cluster.slurm.time=02:00:00"]
+    assert slurm_main(["cluster=puhti", *overrides, "~cluster.slurm.env.NCCL_DEBUG"]) == 0
+    printed = capsys.readouterr().out
+    assert 'export ADDED="1"' in printed and 'export FORCED="2"' in printed and "#SBATCH --time=02:00:00" in printed
+    assert "export NCCL_DEBUG" not in printed
+
+
 def test_python_dash_m_works():
     result = subprocess.run(
         [sys.executable, "-m", "{{ cookiecutter.package_name }}.slurm", "cluster=narvi", "gpus=1"],

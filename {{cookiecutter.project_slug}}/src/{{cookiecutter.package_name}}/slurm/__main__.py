@@ -17,7 +17,7 @@ from ..launch.command_line import check_arguments
 from ..launch.errors import SetupError
 from ..launch.paths import unwritable
 from ..launch.run_directory import resume_overrides
-from .profiles import ProfileError, detect_cluster, load
+from .profiles import ProfileError, detect_cluster, load, override_sign
 from .render import LAUNCHERS, Job, render, script_targets, strategy_launcher, train_arguments, write_scripts
 
 SETTINGS = ("cluster", "strategy", "launcher", "nodes", "gpus", "test")
@@ -66,8 +66,8 @@ def job_from(settings: list[str], train_overrides: list[str], command: str) -> J
         profile_key = key.lstrip("+~").startswith("cluster.")
         if not (sep or key.startswith("~")) or (key not in SETTINGS and not profile_key):
             raise ProfileError(f"{setting!r}: expected KEY=VALUE with KEY one of {', '.join(SETTINGS)} or cluster.*")
-        if profile_key:  # a Hydra override of the profile: cluster.KEY=VALUE, +cluster.KEY=VALUE, ~cluster.KEY
-            sign = setting[0] if setting[0] in "+~" else ""
+        if profile_key:  # a Hydra override of the profile: cluster.KEY=VALUE, +cluster.KEY=VALUE (++), ~cluster.KEY
+            sign = override_sign(setting)
             profile_overrides.append(sign + setting.removeprefix(sign).removeprefix("cluster."))
         else:
             values[key] = value

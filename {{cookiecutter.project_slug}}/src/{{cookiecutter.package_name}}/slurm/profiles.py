@@ -107,8 +107,13 @@ def check_key(group: str, config, override: str) -> None:
     raise ProfileError(f"{group}.{key}: no such key; known here: {known} (+{group}.{key}=... adds it)")
 
 
+def override_sign(override: str) -> str:
+    """Hydra's +, ++ or ~ before an override's key ("" for none)."""
+    return override[: len(override) - len(override.lstrip("+~"))]
+
+
 def prefixed(group: str, override: str) -> str:
-    sign = override[0] if override[0] in "+~" else ""
+    sign = override_sign(override)
     return f"{sign}{group}.{override.removeprefix(sign)}"
 
 
