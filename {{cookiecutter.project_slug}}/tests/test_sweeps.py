@@ -57,6 +57,33 @@ def test_sweep_jobs_ask_slurm_for_what_the_rendered_scripts_ask(cluster):
             assert module in options["setup"][0]
 
 
+def test_a_stopped_points_resume_command_asks_for_the_job_of_its_point():
+    """The command a stopped point of a Slurm sweep names renders a job of the point's own size,
+    strategy and Slurm settings. Before, it came from the sweep's options, without its
+    cluster.slurm.* overrides: the resumed job asked for the profile's account and time."""
+    from {{ cookiecutter.package_name }}.slurm.sweep import resume_command
+
+    slurm = ["cluster.slurm.account=project_9", "cluster.slurm.time=12:00:00", "+cluster.slurm.env.EXTRA=a b"]
+    overrides = ["cluster=puhti", "cluster.num_nodes=2", "strategy=deepspeed_stage_2", *slurm, "seed=3"]
+    register_resolvers()
+    as_hydra_writes_a_point = [override.replace(":", "\\:").replace(" ", "\\ ") for override in overrides]
+    with initialize_config_dir(config_dir=str(PROJECT / "configs"), version_base="1.3"):
+        point = compose("train", overrides=["hydra/launcher=slurm", *as_hydra_writes_a_point], return_hydra_config=True)
+    command = shlex.split(resume_command(point))
+    settings = "cluster=puhti nodes=2 gpus=4 strategy=deepspeed_stage_2 launcher=srun".split()
+    assert command == ["python", "-m", "{{ cookiecutter.package_name }}.slurm", *settings, *slurm, "--submit", "--"]
+    rendered = subprocess.run(
+        [sys.executable, *command[1:-2]], cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=120
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    script = dict(re.findall(r"^#SBATCH --([\w-]+)=?(.*)$", rendered.stdout, re.MULTILINE))
+    options = sweep_options(*overrides)
+    assert script["account"] == options["account"] == "project_9"
+    assert script["time"] == "12:00:00" and options["timeout_min"] == 720
+    assert script["nodes"] == str(options["nodes"]) == "2"
+    assert 'export EXTRA="a b"' in rendered.stdout and 'export EXTRA="a b"' in options["setup"][0]
+
+
 def run_sweep(*overrides: str, env=None, timeout=600) -> subprocess.CompletedProcess:
     command = [sys.executable, "train.py", "-m", *overrides]
     return subprocess.run(
@@ -147,6 +174,19 @@ def test_a_slurm_sweep_that_sbatch_refuses_stops_with_one_line_before_anything(t
     [
         (["hydra/launcher=slurm", "cluster=puhti"], "hydra/launcher=slurm: Hydra's launchers run sweeps (-m); without"),
         (["-m", "hydra/launcher=slurm", "cluster=local", "seed=1,2"], "launcher=slurm: cluster=local has no Slurm"),
+        # Hydra's submitit launcher submits every point with the sweep's options: a 1-node job for both
+        (
+            ["-m", "hydra/launcher=slurm", "cluster=puhti", "cluster.num_nodes=1,2", "seed=1,2"],
+            "hydra/launcher=slurm: the points ask for 2 kinds of job (--nodes 1 and 2), and Hydra's submitit launcher "
+            "submits every point of a sweep as one. Fix: a sweep for each kind, each with one value of what changes "
+            "the job (swept here: cluster.num_nodes=1,2 seed=1,2)",
+        ),
+        # the job's time, but not the time that sbatch --test-only judged, nor a resumed point's
+        (
+            ["-m", "hydra/launcher=slurm", "cluster=puhti", "hydra.launcher.timeout_min=1500", "seed=1,2"],
+            "hydra.launcher.timeout_min=1500: the cluster profile sets each sweep job's timeout_min, so that its "
+            "check and a resumed point's job ask for the same. Fix: cluster.slurm.time=1-01:00:00",
+        ),
     ],
 )
 def test_a_slurm_sweep_that_cannot_be_submitted_stops_with_one_line(overrides, message, tmp_path, monkeypatch):
@@ -177,7 +217,7 @@ def test_a_sweep_of_two_node_jobs_runs_one_job_per_point(local_slurm, tmp_path):
         assert len(task_logs) == 4 and members == {"1", "2", "3", "4"}, task_logs  # 2 nodes x 2 tasks
 
 
-def start_slow_sweep(local_slurm, tmp_path, epochs: int) -> tuple[subprocess.Popen, str]:
+def start_slow_sweep(local_slurm, tmp_path, epochs: int, *overrides: str) -> tuple[subprocess.Popen, str]:
     """A sweep of one point on 2 nodes x 2 ranks (2 steps an epoch, 0.25 s a step), returned with
     its job id once the job has written its first checkpoint."""
     sweep = subprocess.Popen(
@@ -186,6 +226,7 @@ def start_slow_sweep(local_slurm, tmp_path, epochs: int) -> tuple[subprocess.Pop
             "train.py",
             "-m",
             *SLURM_SWEEP,
+            *overrides,
             f"output_root={tmp_path}",
             "seed=1",
             f"trainer.max_epochs={epochs}",
@@ -231,7 +272,7 @@ def test_the_command_that_a_cancelled_sweep_job_prints_resumes_its_point(local_s
     which would train on the login node, alone (and a sweep takes no resume=). It names a job of
     the point's size, which `python -m <package>.slurm` renders and submits: it continues the point
     in its folder."""
-    sweep, job_id = start_slow_sweep(local_slurm, tmp_path, epochs=400)
+    sweep, job_id = start_slow_sweep(local_slurm, tmp_path, 400, "cluster.slurm.time=00:20:00")
     try:
         local_slurm.command("scancel", job_id)
         local_slurm.wait(job_id, timeout=300)  # (submitit, without Slurm's accounting here, waits on)
@@ -241,7 +282,7 @@ def test_the_command_that_a_cancelled_sweep_job_prints_resumes_its_point(local_s
     logs = "".join(path.read_text() for path in tmp_path.glob(f"multirun/*/.submitit/{job_id}/*_log.out"))
     line = next(line for line in logs.splitlines() if line.startswith("Stopped by SIGTERM"))
     render = "python -m {{ cookiecutter.package_name }}.slurm"
-    render += " cluster=localslurm nodes=2 gpus=2 strategy=ddp launcher=srun"
+    render += " cluster=localslurm nodes=2 gpus=2 strategy=ddp launcher=srun cluster.slurm.time=00:20:00"
     assert line.endswith(f"Resume: {render} --submit -- resume={point}"), line
     step = newest_checkpoint(point)[1]
     epochs = step // 2 + 2  # 2 steps an epoch: a few steps more

@@ -98,12 +98,13 @@ def check_overrides(overrides: list[str], multirun: bool = False) -> None:
     register_resolvers()  # the configs' ${default_run_id:} etc. (train.py registers them anyway)
     on_slurm = "hydra/launcher=slurm" in overrides
     if on_slurm:  # where sbatch is, with -m
-        from ..slurm.sweep import check_slurm_jobs, check_slurm_sweep
+        from ..slurm.sweep import check_launcher_overrides, check_slurm_jobs, check_slurm_sweep
 
         check_slurm_sweep(multirun)
     points = [_checked(job) for job in _jobs(overrides, multirun)]
     if on_slurm:  # each point's job, as Slurm will judge it (else a traceback at submission)
-        check_slurm_jobs(points)
+        check_launcher_overrides(overrides)
+        check_slurm_jobs(points, overrides)
 
 
 def checked_config(overrides: list[str]):

@@ -40,9 +40,9 @@ def shown(path: Path) -> str:
 
 def resume_command(run_dir: Path) -> str:
     """The command that continues a run, ready to paste into a shell (a folder with spaces quoted),
-    started as this run was: RESTART_COMMAND, which the sbatch scripts (`sbatch <script>`) and the
-    project's torchrun and horovodrun set; else `python train.py`. (In a job, `python train.py`
-    would have trained on the login node.)"""
+    started as this run was: RESTART_COMMAND, which the sbatch scripts (`sbatch <script>`), the
+    project's torchrun and horovodrun, and a Slurm sweep's points (launch/sweeps.py) set; else
+    `python train.py`. (In a job, `python train.py` would have trained on the login node.)"""
     return f"{os.environ.get('RESTART_COMMAND') or 'python train.py'} {shlex.quote(f'resume={shown(run_dir)}')}"
 
 

@@ -1,4 +1,5 @@
-"""Multirun (`python train.py -m ...`): a summary of what each point wrote, and a guard.
+"""Multirun (`python train.py -m ...`): a summary of what each point wrote, the command that
+resumes a point of a Slurm sweep, and a guard.
 
 Hydra's basic launcher runs the points one after another inside this process. Lightning's
 DDP launcher starts the other ranks by running this command line again, and each of them
@@ -6,6 +7,7 @@ would run the whole sweep: a multi-process point needs one job per point
 (`hydra/launcher=slurm`), where Slurm starts every rank of the point.
 """
 
+import os
 from pathlib import Path
 
 import yaml
@@ -41,6 +43,17 @@ class SweepSummary(Callback):
             yaml.safe_dump({"sweep_dir": str(sweep_dir), "points": points}, sort_keys=False)
         )
         print(f"Sweep summary: {sweep_dir / SUMMARY}")
+
+
+class SlurmPointResume(Callback):
+    """In each Slurm job of a sweep (hydra/launcher=slurm): RESTART_COMMAND, the command that the
+    ranks name after a stop, as this point's own (its size, strategy and Slurm settings)."""
+
+    def on_job_start(self, config: DictConfig, **kwargs) -> None:
+        if config.hydra.runtime.choices.get("hydra/launcher") == "slurm":
+            from ..slurm.sweep import resume_command
+
+            os.environ["RESTART_COMMAND"] = resume_command(config)
 
 
 def point_summary(directory: Path) -> dict:

@@ -11,6 +11,7 @@ import shlex
 import shutil
 import subprocess
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 
 from ..launch.errors import SetupError
@@ -20,6 +21,17 @@ from .render import job_options
 # submitit's own parameters for these; it writes its own --output, --job-name and --array.
 NAMED = {"account": "account", "partition": "partition", "nodes": "nodes", "ntasks-per-node": "tasks_per_node"}
 OWN = ("job-name", "output", "open-mode", "cpus-per-task", "time")
+PARSER = OverridesParser.create()
+# hydra.launcher's settings that the cluster profile gives every job, and the key that sets them
+# there: sbatch --test-only, the requeue and a resumed point's job then ask for the same.
+PROFILE_KEYS = {
+    "account": "cluster.slurm.account",
+    "partition": "cluster.slurm.partition",
+    "timeout_min": "cluster.slurm.time",
+    "nodes": "cluster.num_nodes",
+    "tasks_per_node": "cluster.devices",
+    "cpus_per_task": "cluster.slurm.cpus_per_gpu",
+}
 
 
 def _minutes(time: str) -> int:
@@ -27,6 +39,12 @@ def _minutes(time: str) -> int:
     days, _, clock = str(time).rpartition("-")
     hours, minutes, seconds = (int(part) for part in f"0:0:{clock}".split(":")[-3:])
     return (int(days or 0) * 24 + hours) * 60 + minutes + (1 if seconds else 0)
+
+
+def _slurm_time(minutes: int) -> str:
+    """Whole minutes (submitit's timeout_min) as Slurm's [D-]HH:MM:SS."""
+    days, minutes = divmod(int(minutes), 24 * 60)
+    return f"{days}-" * bool(days) + f"{minutes // 60:02d}:{minutes % 60:02d}:00"
 
 
 def _point_job(root: DictConfig) -> dict:
@@ -48,18 +66,45 @@ def check_slurm_sweep(multirun: bool) -> None:
         )
 
 
-def check_slurm_jobs(points: list[DictConfig]) -> None:
+def check_launcher_overrides(overrides: list[str]) -> None:
+    """hydra.launcher.timeout_min=720 and the like changed the submitted jobs alone: sbatch
+    --test-only judged the profile's, and a resumed point's job asked for the profile's again."""
+    for override in PARSER.parse_overrides(overrides):
+        setting = override.key_or_group.removeprefix("hydra.launcher.")
+        if setting in PROFILE_KEYS and override.key_or_group != setting:
+            value = override.value()
+            value = _slurm_time(value) if setting == "timeout_min" and isinstance(value, int) else value
+            raise SetupError(
+                f"{override.input_line}: the cluster profile sets each sweep job's {setting}, so that its check "
+                f"and a resumed point's job ask for the same. Fix: {PROFILE_KEYS[setting]}={value}"
+            )
+
+
+def check_slurm_jobs(points: list[DictConfig], overrides: list[str]) -> None:
     """Each distinct job of a sweep's points, from its cluster profile and as Slurm judges it
     (`sbatch --test-only`: its account, partition, time and resources), before anything is
-    submitted: a refusal then ended in submitit's traceback."""
+    submitted: a refusal then ended in submitit's traceback. The points must ask for one kind of
+    job: Hydra's submitit launcher submits them all with one set of options (the sweep's without
+    its swept values), and a point of another size failed in its job."""
     jobs = {}
     for root in points:
         try:
-            sbatch = _point_job(root)["sbatch"]
+            job = _point_job(root)
         except ProfileError as error:  # says what to use instead
             raise SetupError(f"hydra/launcher=slurm: {error}") from error
-        jobs[str(sbatch)] = sbatch
-    for sbatch in jobs.values():
+        jobs.setdefault(str([job["sbatch"], job["srun"], job["setup"]]), job)
+    if len(jobs) > 1:
+        swept = [item.input_line for item in PARSER.parse_overrides(overrides) if item.is_sweep_override()]
+        first, other = (job["sbatch"] for job in list(jobs.values())[:2])
+        keys = [key for key in {**first, **other} if first.get(key) != other.get(key)]
+        differ = [f"--{key} {first.get(key, '(none)')} and {other.get(key, '(none)')}" for key in keys]
+        raise SetupError(
+            f"hydra/launcher=slurm: the points ask for {len(jobs)} kinds of job "
+            f"({', '.join(differ) or 'their srun options or setup lines differ'}), and Hydra's submitit launcher "
+            f"submits every point of a sweep as one. Fix: a sweep for each kind, each with one value of what changes "
+            f"the job (swept here: {' '.join(swept)})"
+        )
+    for sbatch in (job["sbatch"] for job in jobs.values()):
         options = [f"--{key}" + ("" if value is None else f"={value}") for key, value in sbatch.items()]
         result = subprocess.run(["sbatch", "--test-only", *options, "--wrap=true"], capture_output=True, text=True)
         said = [line.strip() for line in result.stderr.splitlines() if line.strip()]
@@ -82,7 +127,6 @@ def launcher_options(root: DictConfig) -> dict:
     # text there, so the CPUs per task reach srun through its environment instead.
     srun = [option for option in job["srun"] if not option.startswith("--cpus-per-task")]
     setup = [*job["setup"], "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK  # srun does not pass it on by itself"]
-    setup.append(f"export RESTART_COMMAND={shlex.quote(_resubmit(root, sbatch))}  # after a stop, the ranks name it")
     return {
         **options,
         "cpus_per_task": sbatch["cpus-per-task"],
@@ -93,12 +137,25 @@ def launcher_options(root: DictConfig) -> dict:
     }
 
 
-def _resubmit(root: DictConfig, sbatch: dict) -> str:
-    """How a stopped point resumes: a job of its size, as `python -m <package>.slurm` renders one
-    (a sweep takes no resume=, and `python train.py resume=...` would train on the login node)."""
-    size = [f"nodes={sbatch['nodes']}", f"gpus={sbatch['ntasks-per-node']}"]  # one task per GPU
-    settings = [f"cluster={root.cluster.name}", *size, f"strategy={root.strategy.name}", "launcher=srun"]
-    return shlex.join(["python", "-m", __package__, *settings, "--submit", "--"])
+def resume_command(point: DictConfig) -> str:
+    """How a stopped point resumes: a job of its size, as `python -m <package>.slurm` renders one,
+    with the point's cluster.slurm.* overrides (a sweep takes no resume=, and `python train.py
+    resume=...` would train on the login node). `point`: its config, with Hydra's."""
+    overrides = point.hydra.overrides.task
+    slurm = [_as_typed(text) for text in overrides if f"{_key(text)}.".startswith("cluster.slurm.")]
+    size = [f"nodes={point.trainer.num_nodes}", f"gpus={point.trainer.devices}"]  # one task per GPU
+    settings = [f"cluster={point.cluster.name}", *size, f"strategy={point.strategy.name}", "launcher=srun"]
+    return shlex.join(["python", "-m", __package__, *settings, *slurm, "--submit", "--"])
+
+
+def _key(override: str) -> str:
+    return PARSER.parse_override(override).key_or_group
+
+
+def _as_typed(override: str) -> str:
+    """A point's override as one would type it: Hydra writes them with escapes (time=00\\:20\\:00)."""
+    plain = override.replace("\\:", ":").replace("\\ ", " ")
+    return plain if PARSER.parse_override(plain).value() == PARSER.parse_override(override).value() else override
 
 
 def slurm_job(key: str, *, _root_: DictConfig):
