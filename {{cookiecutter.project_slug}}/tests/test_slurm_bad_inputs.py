@@ -47,6 +47,12 @@ BAD_INPUTS = [
     (["cluster=puhti", "cluster.slurm.account=projé"], "(LexerNoViableAltException: cluster.slurm.account=projé). Fix"),
     (["cluster=puhti", "cluster.slurm.account=a,b"], "account=a,b: several values (a sweep). Fix: quote the value"),
     (["cluster=puhti", "launcher="], "launcher=: choose one of srun, torchrun, horovodrun"),
+    # extra #SBATCH options: one word each, by long name, none that another key sets
+    (["cluster=puhti", "+cluster.slurm.sbatch.time=1"], "sbatch.time=1: --time comes from cluster.slurm.time"),
+    (["cluster=puhti", "+cluster.slurm.sbatch.signal=USR2"], "--signal comes from the script itself"),
+    (["cluster=puhti", "+cluster.slurm.sbatch.Qos=normal"], "sbatch.Qos=normal: an sbatch option's long name"),
+    (["cluster=puhti", "+cluster.slurm.sbatch.comment=a b"], "sbatch.comment=a b: one word (no spaces"),
+    (["cluster=puhti", "+cluster.slurm.sbatch.qos='x#y'"], "sbatch.qos=x#y: one word"),
     (["cluster=puhti", "cluster.slurm.container='singularity exec"], "cluster.slurm.container"),
     (["cluster=puhti", "--", "trainer.max_epochs=1\nrm -rf ~"], "one line"),
     # train.py's overrides, checked as train.py will check them on the nodes (not after the queue)
@@ -197,3 +203,10 @@ def test_a_script_path_that_cannot_be_written_gets_one_line(tmp_path, capsys):
     assert slurm_main(["-o", str(tmp_path / "notes" / "job.sh"), "cluster=puhti"]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"ERROR: -o {tmp_path / 'notes' / 'job.sh'} cannot be made: {tmp_path / 'notes'} is a file")
+
+
+def test_a_profiles_sbatch_extras_must_be_options_by_name():
+    profile = load("cluster", "puhti")
+    profile["slurm"]["sbatch"] = ["--qos=normal"]  # as srun_args are written
+    with pytest.raises(ProfileError, match=r"cluster.slurm.sbatch=\['--qos=normal'\]: #SBATCH options by long name"):
+        Job(profile, "ddp")

@@ -167,6 +167,14 @@ def test_command_line_prints_writes_and_checks_overrides(tmp_path, capsys):
     assert "no such key" in capsys.readouterr().err
 
 
+def test_a_profiles_extra_sbatch_options_reach_the_script(capsys):
+    extras = ["+cluster.slurm.sbatch.qos=normal", "+cluster.slurm.sbatch.constraint=a100|h100"]
+    assert slurm_main(["cluster=puhti", *extras, "+cluster.slurm.sbatch.exclusive=null"]) == 0
+    header = [line for line in capsys.readouterr().out.splitlines() if line.startswith("#SBATCH")]
+    assert {"#SBATCH --qos=normal", "#SBATCH --constraint=a100|h100", "#SBATCH --exclusive"} <= set(header)
+    assert "#SBATCH --signal=SIGUSR1@90" in header and "#SBATCH --requeue" in header  # still the script's own
+
+
 def test_profile_overrides_take_each_of_hydras_signs(capsys):
     """+ adds a key, ++ adds or sets one, ~ removes one (++ was read as a key named +slurm)."""
     overrides = ["+cluster.slurm.env.ADDED=1", "++cluster.slurm.env.FORCED=2", "++cluster.slurm.time=02:00:00"]

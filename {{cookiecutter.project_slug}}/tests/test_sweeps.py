@@ -57,6 +57,12 @@ def test_sweep_jobs_ask_slurm_for_what_the_rendered_scripts_ask(cluster):
             assert module in options["setup"][0]
 
 
+def test_a_profiles_extra_sbatch_options_reach_a_sweeps_jobs_beside_its_own():
+    extra = sweep_options("cluster=puhti", "+cluster.slurm.sbatch.qos=normal")["additional_parameters"]
+    assert extra["qos"] == "normal" and extra["requeue"] is True and extra["signal"] == "SIGUSR1@90"
+    assert extra["gres"] == "gpu:v100:4,nvme:100"
+
+
 def test_a_stopped_points_resume_command_asks_for_the_job_of_its_point():
     """The command a stopped point of a Slurm sweep names renders a job of the point's own size,
     strategy and Slurm settings. Before, it came from the sweep's options, without its
@@ -186,6 +192,11 @@ def test_a_slurm_sweep_that_sbatch_refuses_stops_with_one_line_before_anything(t
             ["-m", "hydra/launcher=slurm", "cluster=puhti", "hydra.launcher.timeout_min=1500", "seed=1,2"],
             "hydra.launcher.timeout_min=1500: the cluster profile sets each sweep job's timeout_min, so that its "
             "check and a resumed point's job ask for the same. Fix: cluster.slurm.time=1-01:00:00",
+        ),
+        # replaced every #SBATCH option the profile gives: no GPUs, memory or requeue signal
+        (
+            ["-m", "hydra/launcher=slurm", "cluster=puhti", "+hydra.launcher.additional_parameters.qos=x", "seed=1,2"],
+            "Fix: +cluster.slurm.sbatch.qos=x",
         ),
     ],
 )

@@ -12,6 +12,21 @@ SIZE = re.compile(r"(\d+)([KMGT]?)")  # --mem
 TIME = re.compile(r"(\d+-)?\d+(:\d+){0,2}|UNLIMITED|INFINITE")  # --time: minutes, [D-]HH:MM:SS, ...
 GRES = re.compile(r"[\w:.,-]+")
 GPU_KINDS = ("gres", "gpus-per-node", "none")
+OPTION = re.compile(r"[a-z][a-z0-9-]*")  # an sbatch option's long name
+OPTION_VALUE = re.compile(r"[\w@%+=:,./|&!*\[\]()-]+")  # one word on an #SBATCH line, e.g. a constraint a100|h100
+# The #SBATCH options that the profile's other keys (or the scripts themselves) set.
+SET_ELSEWHERE = {
+    "account": "cluster.slurm.account",
+    "partition": "cluster.slurm.partition (or partitions)",
+    "time": "cluster.slurm.time",
+    "nodes": "nodes= (cluster.num_nodes)",
+    "ntasks-per-node": "gpus= (cluster.devices): a task per GPU",
+    "cpus-per-task": "cluster.slurm.cpus_per_gpu",
+    "mem": "cluster.slurm.mem_per_gpu (or mem_full_node)",
+    "gres": "cluster.slurm.gpus and gpu_type (local_scratch: its gres)",
+    "gpus-per-node": "cluster.slurm.gpus and gpu_type",
+    **dict.fromkeys(("job-name", "output", "open-mode", "signal", "requeue"), "the script itself (logs and requeue)"),
+}
 SAFE_WORD = re.compile(r"[\w@%+=:,./-]+")  # shlex.quote leaves these as they are
 VARIABLE = re.compile(r"(\$(?:[A-Za-z_]\w*|\{[A-Za-z_]\w*\}))")  # $NAME or ${NAME}
 
@@ -79,6 +94,7 @@ def check_profile(cluster: dict) -> None:
     env = slurm.get("env") or {}
     if not isinstance(env, dict) or not all(re.fullmatch(r"[A-Za-z_]\w*", str(name)) for name in env):
         raise refuse("cluster.slurm.env", env, f"variable names (letters, digits, _) and their values {where}")
+    check_sbatch_extras(slurm.get("sbatch"), where)
     scratch = slurm.get("local_scratch")
     if scratch is not None and not (
         isinstance(scratch, dict) and scratch.get("path") and GRES.fullmatch(str(scratch.get("gres") or "x"))
@@ -88,6 +104,20 @@ def check_profile(cluster: dict) -> None:
         shlex.split(str(slurm.get("container") or ""))
     except ValueError as error:
         raise refuse("cluster.slurm.container", slurm["container"], f"a command prefix ({error}) {where}") from None
+
+
+def check_sbatch_extras(extras, where: str) -> None:
+    """cluster.slurm.sbatch: {option: value or null}, each an #SBATCH line of its own."""
+    if not isinstance(extras or {}, dict):
+        raise refuse("cluster.slurm.sbatch", extras, "#SBATCH options by long name, e.g. '{qos: normal}' " + where)
+    for option, value in (extras or {}).items():
+        key = f"cluster.slurm.sbatch.{option}"
+        if option in SET_ELSEWHERE:
+            raise refuse(key, value, f"--{option} comes from {SET_ELSEWHERE[option]}: set it there {where}")
+        if not OPTION.fullmatch(str(option)):
+            raise refuse(key, value, f"an sbatch option's long name without dashes, e.g. qos or constraint {where}")
+        if value is not None and not OPTION_VALUE.fullmatch(str(value)):
+            raise refuse(key, value, f"one word (no spaces, quotes, $ or #), or null for a flag {where}")
 
 
 def is_count(value) -> bool:

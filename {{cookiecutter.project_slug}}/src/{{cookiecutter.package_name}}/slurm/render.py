@@ -158,6 +158,7 @@ def sbatch_options(job: Job) -> dict[str, object]:
         options["mem"] = memory(job)
     options["time"] = job.slurm["test_time"] if job.test else job.slurm["time"]
     options |= gpu_options(job)
+    options |= job.slurm.get("sbatch") or {}  # the profile's extras (checks.py: none of the above)
     signal = f"B:USR1@{SIGNAL_SECONDS}" if job.batch_shell_requeues else f"SIGUSR1@{SIGNAL_SECONDS}"
     return options | {"output": "logs/%x-%j.out", "open-mode": "append", "signal": signal, "requeue": None}
 

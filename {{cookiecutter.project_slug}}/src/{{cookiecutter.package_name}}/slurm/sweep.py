@@ -22,15 +22,19 @@ from .render import job_options
 NAMED = {"account": "account", "partition": "partition", "nodes": "nodes", "ntasks-per-node": "tasks_per_node"}
 OWN = ("job-name", "output", "open-mode", "cpus-per-task", "time")
 PARSER = OverridesParser.create()
-# hydra.launcher's settings that the cluster profile gives every job, and the key that sets them
-# there: sbatch --test-only, the requeue and a resumed point's job then ask for the same.
+# hydra.launcher's settings that the cluster profile gives every job, and where the profile sets
+# them: sbatch --test-only, the requeue and a resumed point's job then ask for the same.
 PROFILE_KEYS = {
-    "account": "cluster.slurm.account",
-    "partition": "cluster.slurm.partition",
-    "timeout_min": "cluster.slurm.time",
-    "nodes": "cluster.num_nodes",
-    "tasks_per_node": "cluster.devices",
-    "cpus_per_task": "cluster.slurm.cpus_per_gpu",
+    "account": "cluster.slurm.account={value}",
+    "partition": "cluster.slurm.partition={value}",
+    "timeout_min": "cluster.slurm.time={value}",
+    "nodes": "cluster.num_nodes={value}",
+    "tasks_per_node": "cluster.devices={value}",
+    "cpus_per_task": "cluster.slurm.cpus_per_gpu={value}",
+    # a dict of #SBATCH options: replacing it dropped the GPUs, the memory and the requeue signal
+    "additional_parameters": "+cluster.slurm.sbatch.{option}={value}",
+    "srun_args": "cluster.slurm.srun_args=[...]",
+    "setup": "cluster.slurm.modules=[...], +cluster.slurm.env.NAME=VALUE",
 }
 
 
@@ -68,15 +72,20 @@ def check_slurm_sweep(multirun: bool) -> None:
 
 def check_launcher_overrides(overrides: list[str]) -> None:
     """hydra.launcher.timeout_min=720 and the like changed the submitted jobs alone: sbatch
-    --test-only judged the profile's, and a resumed point's job asked for the profile's again."""
+    --test-only judged the profile's, and a resumed point's job asked for the profile's again.
+    +hydra.launcher.additional_parameters.qos=... replaced every other #SBATCH option."""
     for override in PARSER.parse_overrides(overrides):
-        setting = override.key_or_group.removeprefix("hydra.launcher.")
-        if setting in PROFILE_KEYS and override.key_or_group != setting:
+        setting, _, option = override.key_or_group.removeprefix("hydra.launcher.").partition(".")
+        if setting in PROFILE_KEYS and override.key_or_group.startswith("hydra.launcher."):
             value = override.value()
             value = _slurm_time(value) if setting == "timeout_min" and isinstance(value, int) else value
+            value = "null" if value is None else value
+            if setting == "additional_parameters" and not option:  # the whole dict
+                option, value = "<option>", "<value>"
+            fix = PROFILE_KEYS[setting].format(option=option, value=value)
             raise SetupError(
                 f"{override.input_line}: the cluster profile sets each sweep job's {setting}, so that its check "
-                f"and a resumed point's job ask for the same. Fix: {PROFILE_KEYS[setting]}={value}"
+                f"and a resumed point's job ask for the same. Fix: {fix}"
             )
 
 
