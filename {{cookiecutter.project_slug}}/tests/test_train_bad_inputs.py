@@ -481,12 +481,20 @@ def test_converting_what_is_not_a_deepspeed_checkpoint_stops_with_one_line(given
     assert line.startswith(f"ERROR: {tmp_path / given}: {reason}") and "Fix: the .ckpt folder a DeepSpeed run" in line
 
 
-def test_the_converters_usage_names_the_command_that_runs_it():
-    """It named `python -m __main__`."""
-    module = "{{ cookiecutter.package_name }}.convert_zero_checkpoint"
-    command = [sys.executable, "-m", module]
-    result = subprocess.run(command, cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2 and result.stderr.startswith(f"usage: python -m {module} "), result.stderr
+# the project's commands that parse options (python -m <package>.<command>)
+COMMANDS = ["convert_zero_checkpoint", "data.mnist", "slurm"]
+COMMANDS += ["benchmark", "benchmark.overhead", "benchmark.scaling", "benchmark.epoch_end"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_commands_wrong_argument_gets_one_line_that_names_its_help(command):
+    """A wrong option printed argparse's usage lines and then the error; the converter's usage
+    named `python -m __main__`."""
+    module = f"{{ cookiecutter.package_name }}.{command}"
+    wrong = [sys.executable, "-m", module, "--no-such-option"]
+    result = subprocess.run(wrong, cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert result.stderr.startswith("ERROR: ") and f"(see python -m {module} --help)" in result.stderr
 
 
 def test_converting_into_what_cannot_be_written_or_without_deepspeed_stops_with_one_line(tmp_path, capsys, monkeypatch):

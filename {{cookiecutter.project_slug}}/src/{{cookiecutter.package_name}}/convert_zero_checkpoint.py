@@ -11,12 +11,11 @@ The rest of the file is Lightning's checkpoint (epoch, hyperparameters, ...) wit
 optimizer state, so `ImageClassifier.load_from_checkpoint("model.pt", net=...)` works too.
 """
 
-import argparse
 import importlib.util
 from pathlib import Path
 
 from .launch.command_line import stop
-from .launch.errors import SetupError
+from .launch.errors import OneLineParser, SetupError
 from .launch.paths import unwritable
 
 
@@ -49,7 +48,7 @@ def convert(checkpoint_dir: Path, output_file: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     prog = f"python -m {__package__}.convert_zero_checkpoint"  # with -m, __name__ is __main__
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint_dir", type=Path, help="the .ckpt folder DeepSpeed wrote")
     parser.add_argument("output_file", type=Path, nargs="?", help="default: <checkpoint_dir>.pt")
     args = parser.parse_args(argv)

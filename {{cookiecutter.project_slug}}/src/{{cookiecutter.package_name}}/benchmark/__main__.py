@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from ..launch.command_line import checked_config, stop
-from ..launch.errors import SetupError
+from ..launch.errors import OneLineParser, SetupError
 from .profile import check_output_paths
 from .report import Figures, print_report
 
@@ -31,9 +31,7 @@ WAYS = ("plain", "plain-step", "lightning")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog=f"python -m {__package__}", description=__doc__.split("\n\n")[1], allow_abbrev=False
-    )
+    parser = OneLineParser(prog=f"python -m {__package__}", description=__doc__.split("\n\n")[1], allow_abbrev=False)
     parser.add_argument("--processes", type=int, default=1, help="processes on this machine, started by torchrun")
     parser.add_argument("--steps", type=int, default=100, help="timed steps per repeat (default 100)")
     parser.add_argument("--warmup", type=int, default=10, help="untimed steps before them (default 10)")

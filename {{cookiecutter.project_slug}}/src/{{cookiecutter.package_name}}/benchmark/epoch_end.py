@@ -29,7 +29,7 @@ from omegaconf import open_dict
 from ..data.memory import check_room
 from ..data.synthetic import bytes_to_make
 from ..launch.command_line import stop
-from ..launch.errors import SetupError
+from ..launch.errors import OneLineParser, SetupError
 from . import check_synthetic_data
 from .lightning_path import without_validation
 
@@ -66,7 +66,7 @@ class TimeEpochEnds(pl.Callback):
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog=f"python -m {__package__}.epoch_end", description=__doc__.split("\n\n")[1], allow_abbrev=False
     )
     parser.add_argument("--epochs", type=int, default=12, help="epochs to train (default 12: 11 epoch ends)")

@@ -47,7 +47,7 @@ from torch.nn import functional as F
 from ..data.memory import check_room
 from ..hook_costs import cuda_availability_cached
 from ..launch.command_line import stop
-from ..launch.errors import SetupError
+from ..launch.errors import OneLineParser, SetupError
 from . import check_synthetic_data
 from .lightning_path import TimeSteps, timed_run
 from .measure import StepWindow
@@ -162,7 +162,7 @@ def microseconds_per_step(window: StepWindow) -> tuple[float, float]:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog=f"python -m {__package__}.overhead", description=__doc__.split("\n\n")[1], allow_abbrev=False
     )
     parser.add_argument("--steps", type=int, default=500, help="timed steps per repeat (default 500)")

@@ -13,12 +13,12 @@ import tempfile
 from pathlib import Path
 
 from ..launch.command_line import stop
-from ..launch.errors import SetupError
+from ..launch.errors import OneLineParser, SetupError
 from .__main__ import check_processes
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=f"python -m {__package__}.scaling", description=__doc__.split("\n\n")[1])
+    parser = OneLineParser(prog=f"python -m {__package__}.scaling", description=__doc__.split("\n\n")[1])
     parser.add_argument("--processes", default="1,2", help="process counts to run, e.g. 1,2,4,8 (default 1,2)")
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=10)

@@ -6,7 +6,6 @@ Run `python -m {{ cookiecutter.package_name }}.data.mnist DIR` on a machine with
 (a login node) when the compute nodes have none.
 """
 
-import argparse
 import gzip
 import shutil
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from ..launch.errors import SetupError
+from ..launch.errors import OneLineParser, SetupError
 from .base import ImageDataModule
 from .idx import count_idx, read_idx
 from .in_memory import InMemoryImages
@@ -184,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     """The download command, for a machine with internet (the training error names it)."""
     from ..launch.paths import unwritable
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog=f"python -m {__package__}.mnist",
         description="Download MNIST into DIR/MNIST/raw, for `python train.py data.root=DIR`.",
     )

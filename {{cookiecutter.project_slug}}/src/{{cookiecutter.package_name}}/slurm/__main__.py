@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from ..launch.command_line import check_arguments
-from ..launch.errors import SetupError
+from ..launch.errors import OneLineParser, SetupError
 from ..launch.paths import unwritable
 from ..launch.run_directory import resume_overrides
 from .profiles import ProfileError, detect_cluster, load, override_sign
@@ -22,11 +22,6 @@ from .render import LAUNCHERS, Job, render, script_targets, strategy_launcher, t
 
 SETTINGS = ("cluster", "strategy", "launcher", "nodes", "gpus", "test")
 BOOLEANS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
-
-
-class OneLineParser(argparse.ArgumentParser):
-    def error(self, message):  # one line, not usage + error
-        self.exit(2, f"ERROR: {message} (see --help)\n")
 
 
 def count(key: str, text: str) -> int:
