@@ -172,11 +172,13 @@ def test_a_worker_stopped_by_a_wrong_override_ends_the_projects_horovodrun_with_
 @pytest.mark.parametrize(
     ("options", "line", "code"),
     [(["-np", "0"], "horovodrun: -np 0: no process to start. Fix: -np <processes>, 1 or more", 2),
-     (["-np", "2", "-H", "nohost.invalid:2"], "horovodrun: could not connect to some hosts via ssh. Fix: -H hosts", 1)],
-    ids=["no-process", "unreachable-host"],
+     (["-np", "2", "-H", "nohost.invalid:2"], "horovodrun: could not connect to some hosts via ssh. Fix: -H hosts", 1),
+     (["-np", "2", "--no-such-option"], "ERROR: unrecognized arguments: --no-such-option (see python -m", 2)],
+    ids=["no-process", "unreachable-host", "unknown-option"],
 )  # fmt: skip
 def test_the_projects_horovodrun_stops_on_a_wrong_option_with_one_line(options, line, code, tmp_path):
-    """-np 0 started nothing and exited 0; a host that ssh cannot reach ended in a RuntimeError traceback."""
+    """-np 0 started nothing and exited 0; a host that ssh cannot reach ended in a RuntimeError traceback;
+    an unknown option, in argparse's usage lines and its error."""
     require_horovod()
     horovodrun = [*PROJECTS_HOROVODRUN, "--gloo", *options]
     command = [*horovodrun, sys.executable, str(PROJECT / "train.py"), "strategy=horovod", f"output_root={tmp_path}"]

@@ -482,7 +482,7 @@ def test_converting_what_is_not_a_deepspeed_checkpoint_stops_with_one_line(given
 
 
 # the project's commands that parse options (python -m <package>.<command>)
-COMMANDS = ["convert_zero_checkpoint", "data.mnist", "slurm"]
+COMMANDS = ["convert_zero_checkpoint", "data.mnist", "slurm", "torchrun"]  # horovodrun: test_horovod.py
 COMMANDS += ["benchmark", "benchmark.overhead", "benchmark.scaling", "benchmark.epoch_end"]
 
 

@@ -14,12 +14,15 @@ signal unless OMPI_MCA_odls_base_sigkill_timeout says otherwise (the sbatch scri
 README, "Horovod", says why this module leaves it alone).
 """
 
+import argparse
 import os
 import re
 import shlex
 import signal
 import sys
 import threading
+
+from .launch.errors import OneLineParser
 
 try:
     from horovod.runner import gloo_run
@@ -49,7 +52,8 @@ def restart_command(command: list[str]) -> str | None:
 
 
 def run() -> None:
-    sys.argv[0] = NAME  # the name in argparse's usage lines
+    sys.argv[0] = NAME  # the name in argparse's lines
+    argparse.ArgumentParser.error = OneLineParser.error  # Horovod's parser too: a wrong option in one line
     arguments = parse_args()
     if arguments.num_proc is not None and arguments.num_proc < 1:  # before: started nothing, exit 0
         print(f"horovodrun: -np {arguments.num_proc}: no process to start. Fix: -np <processes>, 1 or more",

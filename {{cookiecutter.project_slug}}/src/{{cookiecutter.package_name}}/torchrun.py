@@ -13,6 +13,7 @@ save of a large model: here it waits up to 10 minutes (--shutdown-timeout sets a
 limit); in a job, Slurm's own grace time after SIGTERM (KillWait) still bounds it.
 """
 
+import argparse
 import os
 import shlex
 import signal
@@ -21,6 +22,8 @@ import sys
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.run import determine_local_world_size, main, parse_args, parse_min_max_nnodes
+
+from .launch.errors import OneLineParser
 
 
 def _nodes(value: str) -> None:
@@ -38,7 +41,8 @@ CHECKS = {
 
 def run() -> None:
     os.environ.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "600")
-    sys.argv[0] = "python -m {{ cookiecutter.package_name }}.torchrun"  # the name in argparse's usage lines
+    sys.argv[0] = "python -m {{ cookiecutter.package_name }}.torchrun"  # the name in argparse's lines
+    argparse.ArgumentParser.error = OneLineParser.error  # torch's parser too: a wrong option in one line
     options = parse_args(sys.argv[1:])
     for option, (check, fix) in CHECKS.items():
         value = getattr(options, option)
