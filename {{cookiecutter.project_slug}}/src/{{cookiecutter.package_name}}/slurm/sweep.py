@@ -5,6 +5,8 @@ job per point (configs/hydra/launcher/slurm.yaml). Its sbatch options, setup lin
 options are the rendered scripts' own (render.job_options): one task per GPU, the profile's
 account, partition, CPUs, memory, GPUs, time, modules and environment, and SIGUSR1 before
 the time limit, on which callbacks/requeue.py saves a checkpoint and requeues the job.
+Before anything is submitted, the checks here refuse what the jobs would not do as asked;
+resume_command names how a stopped point resumes.
 """
 
 import shlex
