@@ -198,6 +198,11 @@ def test_a_slurm_sweep_that_sbatch_refuses_stops_with_one_line_before_anything(t
             ["-m", "hydra/launcher=slurm", "cluster=puhti", "+hydra.launcher.additional_parameters.qos=x", "seed=1,2"],
             "Fix: +cluster.slurm.sbatch.qos=x",
         ),
+        # (without the +: "no such key", whose fix, the +, led to the case above)
+        (
+            ["-m", "hydra/launcher=slurm", "cluster=puhti", "hydra.launcher.additional_parameters.qos=x", "seed=1,2"],
+            "Fix: +cluster.slurm.sbatch.qos=x",
+        ),
     ],
 )
 def test_a_slurm_sweep_that_cannot_be_submitted_stops_with_one_line(overrides, message, tmp_path, monkeypatch):

@@ -101,9 +101,11 @@ def check_overrides(overrides: list[str], multirun: bool = False) -> None:
         from ..slurm.sweep import check_launcher_overrides, check_slurm_jobs, check_slurm_sweep
 
         check_slurm_sweep(multirun)
-    points = [_checked(job) for job in _jobs(overrides, multirun)]
-    if on_slurm:  # each point's job, as Slurm will judge it (else a traceback at submission)
+    jobs = _jobs(overrides, multirun)  # each override parses
+    if on_slurm:  # before composing: hydra.launcher.additional_parameters.qos=... is no key there
         check_launcher_overrides(overrides)
+    points = [_checked(job) for job in jobs]
+    if on_slurm:  # each point's job, as Slurm will judge it (else a traceback at submission)
         check_slurm_jobs(points, overrides)
 
 
