@@ -17,6 +17,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 
 from ..launch.errors import SetupError
+from ..launch.run_directory import _key
 from .profiles import ProfileError
 from .render import job_options
 
@@ -157,10 +158,6 @@ def resume_command(point: DictConfig) -> str:
     size = [f"nodes={point.trainer.num_nodes}", f"gpus={point.trainer.devices}"]  # one task per GPU
     settings = [f"cluster={point.cluster.name}", *size, f"strategy={point.strategy.name}", "launcher=srun"]
     return shlex.join(["python", "-m", __package__, *settings, *slurm, "--submit", "--"])
-
-
-def _key(override: str) -> str:
-    return PARSER.parse_override(override).key_or_group
 
 
 def _as_typed(override: str) -> str:
