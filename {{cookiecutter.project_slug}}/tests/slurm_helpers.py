@@ -35,7 +35,8 @@ class LocalSlurm:
 
     def env(self) -> dict[str, str]:
         env = project_env(SLURM_CONF=str(self.conf))
-        env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"  # `python` in the job is this one
+        # `python` in the job is this one; slurm/bin/sacct answers submitit (sweeps) without accounting.
+        env["PATH"] = f"{Path(__file__).parent / 'slurm' / 'bin'}:{Path(sys.executable).parent}:{env['PATH']}"
         return env
 
     def command(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -168,6 +169,18 @@ class RecordStarts(pl.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         time.sleep(self.seconds_per_step)
+
+
+class RaiseOnRank(pl.Callback):
+    """Test-only: an exception on one rank at a training step, as a bug or an out-of-memory would
+    raise. Add with `+callbacks.fail._target_=tests.slurm_helpers.RaiseOnRank +callbacks.fail.rank=1`."""
+
+    def __init__(self, rank: int | None, step: int = 2):
+        self.rank, self.step = rank, step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_rank == self.rank and trainer.global_step == self.step:
+            raise RuntimeError(f"a test's failure on rank {self.rank}")
 
 
 def record_starts(path: Path, seconds_per_step: float = 0.0, seconds_per_test_batch: float = 0.0) -> list[str]:

@@ -4,6 +4,7 @@ Hydra's submitit launcher (configs/hydra/launcher/slurm.yaml)."""
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 
@@ -88,6 +89,15 @@ def test_a_stopped_points_resume_command_asks_for_the_job_of_its_point():
     assert script["time"] == "12:00:00" and options["timeout_min"] == 720
     assert script["nodes"] == str(options["nodes"]) == "2"
     assert 'export EXTRA="a b"' in rendered.stdout and 'export EXTRA="a b"' in options["setup"][0]
+
+
+def test_the_slurm_sweep_launcher_is_a_plugin_that_hydra_finds():
+    """Hydra takes launchers from its hydra_plugins package alone (src/hydra_plugins/)."""
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.launcher import Launcher
+
+    target = OmegaConf.load(PROJECT / "configs" / "hydra" / "launcher" / "slurm.yaml")["_target_"]
+    assert target in {f"{found.__module__}.{found.__name__}" for found in Plugins.instance().discover(Launcher)}
 
 
 def run_sweep(*overrides: str, env=None, timeout=600) -> subprocess.CompletedProcess:
@@ -227,7 +237,7 @@ def test_a_sweep_of_two_node_jobs_runs_one_job_per_point(local_slurm, tmp_path):
     points = summary_of(tmp_path)["points"]
     assert len(points) == 2 and len({point["slurm_job"] for point in points}) == 2
     for point in points:
-        assert point["finished"], point
+        assert point["state"] == "COMPLETED", point
         task_logs = list(tmp_path.glob(f"multirun/*/.submitit/{point['slurm_job']}/*_log.out"))
         members = set(re.findall(r"MEMBER: (\d)/4", "".join(path.read_text() for path in task_logs)))
         assert len(task_logs) == 4 and members == {"1", "2", "3", "4"}, task_logs  # 2 nodes x 2 tasks
@@ -280,18 +290,35 @@ def test_a_preempted_sweep_job_requeues_and_resumes(local_slurm, tmp_path):
     first, second = starts_of(tmp_path / "starts")
     assert first == (0, 0) and second[1] > 0, (first, second)  # the second start resumed
     (point,) = summary_of(tmp_path)["points"]
-    assert point["finished"]
+    assert point["state"] == "COMPLETED"
+
+
+def test_ctrl_c_on_a_slurm_sweep_says_that_its_jobs_run_on(local_slurm, tmp_path):
+    """It said `Stopped by Ctrl-C`, as if the sweep had stopped, while its jobs trained on."""
+    sweep, job_id = start_slow_sweep(local_slurm, tmp_path, 400)
+    try:
+        sweep.send_signal(signal.SIGINT)
+        output, _ = sweep.communicate(timeout=60)
+        assert local_slurm.job(job_id)["JobState"] == "RUNNING"
+    finally:
+        sweep.kill()
+        local_slurm.command("scancel", job_id)
+    assert sweep.returncode == 130 and "Traceback" not in output, output
+    (sweep_dir,) = tmp_path.glob("multirun/*")
+    said = "Stopped waiting by Ctrl-C: the sweep's jobs run on (squeue --me; scancel {} stops them"
+    assert said.format(job_id) in output and f"Their folders: {sweep_dir}/<n>" in output, output
 
 
 def test_the_command_that_a_cancelled_sweep_job_prints_resumes_its_point(local_slurm, tmp_path):
     """scancel of a point's job: its ranks save, and the line named `python train.py resume=...`,
     which would train on the login node, alone (and a sweep takes no resume=). It names a job of
     the point's size, which `python -m <package>.slurm` renders and submits: it continues the point
-    in its folder."""
+    in its folder. The sweep command ended in submitit's traceback and wrote no summary: now it
+    names the point, its state and the same command, writes the summary and exits 1."""
     sweep, job_id = start_slow_sweep(local_slurm, tmp_path, 400, "cluster.slurm.time=00:20:00")
     try:
         local_slurm.command("scancel", job_id)
-        local_slurm.wait(job_id, timeout=300)  # (submitit, without Slurm's accounting here, waits on)
+        output, _ = sweep.communicate(timeout=300)
     finally:
         sweep.kill()
     (point,) = tmp_path.glob("multirun/*/0")
@@ -299,8 +326,18 @@ def test_the_command_that_a_cancelled_sweep_job_prints_resumes_its_point(local_s
     line = next(line for line in logs.splitlines() if line.startswith("Stopped by SIGTERM"))
     render = "python -m {{ cookiecutter.package_name }}.slurm"
     render += " cluster=localslurm nodes=2 gpus=2 strategy=ddp launcher=srun cluster.slurm.time=00:20:00"
-    assert line.endswith(f"Resume: {render} --submit -- resume={point}"), line
+    resume = f"Resume: {render} --submit -- resume={point}"
+    assert line.endswith(resume), line
     step = newest_checkpoint(point)[1]
+    assert sweep.returncode == 1 and "Traceback" not in output, output
+    said = [line for line in output.splitlines() if line.startswith(("Point ", "ERROR: "))]
+    log_dir = f"{point.parent}/.submitit/{job_id}/"
+    assert said == [
+        f"Point 0 (Slurm job {job_id}) CANCELLED, saved at step {step}; logs: {log_dir}. {resume}",
+        f"ERROR: 1 of 1 points of the sweep did not finish (above). Summary: {point.parent}/sweep_summary.yaml",
+    ], output
+    (summary,) = summary_of(tmp_path)["points"]
+    assert summary["state"] == "CANCELLED" and summary["continue"] == resume, summary
     epochs = step // 2 + 2  # 2 steps an epoch: a few steps more
     command = [*shlex.split(line.split("Resume: ", 1)[1]), f"trainer.max_epochs={epochs}"]
     script = PROJECT / "logs" / "sbatch-localslurm-2x2-srun.sh"  # where --submit writes it
@@ -316,3 +353,24 @@ def test_the_command_that_a_cancelled_sweep_job_prints_resumes_its_point(local_s
         script.unlink(missing_ok=True)
     assert starts_of(tmp_path / "starts")[-1][1] == step, "it did not resume from the saved step"
     assert newest_checkpoint(point)[1] == 2 * epochs
+
+
+def test_a_sweep_point_that_raises_fails_its_job_and_the_sweep_names_it(local_slurm, tmp_path):
+    """An exception on one rank of a point: Hydra handed it back as the point's result, the ranks
+    exited 0 and Slurm said COMPLETED; the sweep command ended in a traceback of rank 0's error
+    (its peer had gone), with no summary. Now the job FAILED, the other point still finishes, and
+    the sweep names the point that did not, with the command that runs it again."""
+    fail = ["+callbacks.fail._target_=tests.slurm_helpers.RaiseOnRank", "+callbacks.fail.rank=1,null"]
+    one_node = [*SLURM_SWEEP, "cluster.num_nodes=1", f"output_root={tmp_path}", "trainer.max_epochs=2"]
+    result = run_sweep(*one_node, *fail, env=local_slurm.env())
+    output = result.stdout + result.stderr
+    assert result.returncode == 1 and "Traceback" not in result.stderr, output
+    failed, finished = summary_of(tmp_path)["points"]
+    assert (failed["state"], finished["state"]) == ("FAILED", "COMPLETED"), (failed, finished)
+    assert local_slurm.job(failed["slurm_job"])["JobState"] == "FAILED"
+    logs = "".join(path.read_text() for path in tmp_path.glob(f"multirun/*/.submitit/{failed['slurm_job']}/*_log.out"))
+    assert "RuntimeError: a test's failure on rank 1" in logs
+    again = shlex.join(["python", "train.py", "-m", "hydra/launcher=slurm", *failed["overrides"]])
+    assert failed["continue"] == f"Again: {again}" and not failed["checkpoints"], failed  # at step 2 of 4
+    assert f"Point 0 (Slurm job {failed['slurm_job']}) FAILED, nothing saved; logs: " in result.stderr, output
+    assert "ERROR: 1 of 2 points of the sweep did not finish (above)" in result.stderr, output

@@ -38,12 +38,13 @@ def shown(path: Path) -> str:
     return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
 
 
-def resume_command(run_dir: Path) -> str:
+def resume_command(run_dir: Path, restart: str | None = None) -> str:
     """The command that continues a run, ready to paste into a shell (a folder with spaces quoted),
-    started as this run was: RESTART_COMMAND, which the sbatch scripts (`sbatch <script>`), the
-    project's torchrun and horovodrun, and a Slurm sweep's points (launch/sweeps.py) set; else
-    `python train.py`. (In a job, `python train.py` would have trained on the login node.)"""
-    return f"{os.environ.get('RESTART_COMMAND') or 'python train.py'} {shlex.quote(f'resume={shown(run_dir)}')}"
+    started as this run was: `restart`, else RESTART_COMMAND, which the sbatch scripts (`sbatch
+    <script>`), the project's torchrun and horovodrun, and a Slurm sweep's points (launch/sweeps.py)
+    set; else `python train.py`. (In a job, `python train.py` would have trained on the login node.)"""
+    restart = restart or os.environ.get("RESTART_COMMAND") or "python train.py"
+    return f"{restart} {shlex.quote(f'resume={shown(run_dir)}')}"
 
 
 def _hydra_value(value: str) -> str:

@@ -23,7 +23,8 @@ SUMMARY = "sweep_summary.yaml"
 
 class SweepSummary(Callback):
     """Writes <sweep dir>/sweep_summary.yaml when a multirun ends: per point its overrides,
-    directory, Slurm job and checkpoints."""
+    directory, Slurm job, state and checkpoints. Hydra calls this only when every point
+    completed; a Slurm sweep's points that did not are reported by slurm/launcher.py."""
 
     def __setstate__(self, state):
         # Unpickled inside each Slurm job of a sweep (submitit), where train.py's own
@@ -35,14 +36,9 @@ class SweepSummary(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
-        points = [point_summary(path.parent.parent) for path in sorted(sweep_dir.glob("*/.hydra/overrides.yaml"))]
-        if not points:
-            return
-        points.sort(key=lambda point: point["num"])
-        (sweep_dir / SUMMARY).write_text(
-            yaml.safe_dump({"sweep_dir": str(sweep_dir), "points": points}, sort_keys=False)
-        )
-        print(f"Sweep summary: {sweep_dir / SUMMARY}")
+        points = [point_summary(path.parent.parent, "COMPLETED") for path in sweep_dir.glob("*/.hydra/overrides.yaml")]
+        if points:
+            print(f"Sweep summary: {write_summary(sweep_dir, points)}")
 
 
 class SlurmPointResume(Callback):
@@ -56,7 +52,8 @@ class SlurmPointResume(Callback):
             os.environ["RESTART_COMMAND"] = resume_command(config)
 
 
-def point_summary(directory: Path) -> dict:
+def point_summary(directory: Path, state: str) -> dict:
+    """`state`: how its job ended, in Slurm's words (COMPLETED, FAILED, CANCELLED, ...)."""
     hydra = yaml.safe_load((directory / ".hydra" / "hydra.yaml").read_text())["hydra"]
     checkpoints = sorted(str(path.relative_to(directory)) for path in directory.rglob("*.ckpt"))
     return {
@@ -65,9 +62,16 @@ def point_summary(directory: Path) -> dict:
         "directory": str(directory),
         # Hydra's job id: Slurm's under hydra/launcher=slurm, else only the point's number
         "slurm_job": hydra["job"].get("id") if hydra["runtime"]["choices"].get("hydra/launcher") == "slurm" else None,
+        "state": state,
         "checkpoints": checkpoints,
-        "finished": any(Path(path).name == "last.ckpt" for path in checkpoints),
     }
+
+
+def write_summary(sweep_dir: Path, points: list[dict]) -> Path:
+    path = sweep_dir / SUMMARY
+    points = sorted(points, key=lambda point: point["num"])
+    path.write_text(yaml.safe_dump({"sweep_dir": str(sweep_dir), "points": points}, sort_keys=False))
+    return path
 
 
 def check_multirun(cfg: DictConfig) -> None:

@@ -154,13 +154,13 @@ def resume_command(point: DictConfig) -> str:
     with the point's cluster.slurm.* overrides (a sweep takes no resume=, and `python train.py
     resume=...` would train on the login node). `point`: its config, with Hydra's."""
     overrides = point.hydra.overrides.task
-    slurm = [_as_typed(text) for text in overrides if f"{_key(text)}.".startswith("cluster.slurm.")]
+    slurm = [as_typed(text) for text in overrides if f"{_key(text)}.".startswith("cluster.slurm.")]
     size = [f"nodes={point.trainer.num_nodes}", f"gpus={point.trainer.devices}"]  # one task per GPU
     settings = [f"cluster={point.cluster.name}", *size, f"strategy={point.strategy.name}", "launcher=srun"]
     return shlex.join(["python", "-m", __package__, *settings, *slurm, "--submit", "--"])
 
 
-def _as_typed(override: str) -> str:
+def as_typed(override: str) -> str:
     """A point's override as one would type it: Hydra writes them with escapes (time=00\\:20\\:00)."""
     plain = override.replace("\\:", ":").replace("\\ ", " ")
     return plain if PARSER.parse_override(plain).value() == PARSER.parse_override(override).value() else override
