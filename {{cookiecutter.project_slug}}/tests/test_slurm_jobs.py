@@ -441,6 +441,27 @@ def test_srun_given_a_total_task_count_stops_with_the_per_node_fix(local_slurm, 
     assert not any((tmp_path / "outputs").iterdir()), "the refused start left a run directory"
 
 
+def test_an_srun_of_several_tasks_from_a_shell_names_a_job_that_resumes_it(local_slurm, tmp_path):
+    """`srun --ntasks-per-node=2 python train.py` typed into a shell (salloc, or the login node),
+    stopped: its line said `python train.py resume=...`, which trains one process, where it is
+    typed. It names a job of the run's size, which `python -m <package>.slurm` renders and submits."""
+    outputs = tmp_path / "outputs"
+    train = ["python", "train.py", *FAST, "cluster=localslurm", "strategy=ddp", "trainer.max_epochs=400"]
+    train += [f"output_root={outputs}", *record_starts(tmp_path / "starts", seconds_per_step=0.25)]
+    command = ["srun", f"--job-name={tmp_path.name}", "--nodes=1", "--ntasks-per-node=2", *train]
+    srun = subprocess.Popen(command, cwd=PROJECT, env=local_slurm.env(), stderr=subprocess.PIPE, text=True)
+    try:
+        local_slurm.wait_for(lambda: any(outputs.glob("*/checkpoints/last.ckpt")), "no checkpoint", timeout=300)
+        local_slurm.command("scancel", "--name", tmp_path.name)
+        _, stderr = srun.communicate(timeout=120)
+    finally:
+        srun.kill()
+    (run_dir,) = outputs.iterdir()  # slurm-<job>.0: the job's first step
+    line = next((line for line in stderr.splitlines() if line.startswith("Stopped by SIGTERM")), stderr)
+    render = "python -m {{ cookiecutter.package_name }}.slurm cluster=localslurm nodes=1 gpus=2 strategy=ddp launcher=srun"
+    assert line.endswith(f"Resume: {render} --submit -- resume={run_dir}"), line
+
+
 def rendered_scripts():
     """Every cluster profile x launcher x size of scripts/ (these include scripts/ itself)."""
     for cluster in choices("cluster"):

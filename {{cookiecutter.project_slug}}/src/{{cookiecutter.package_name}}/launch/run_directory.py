@@ -41,8 +41,9 @@ def shown(path: Path) -> str:
 def resume_command(run_dir: Path, restart: str | None = None) -> str:
     """The command that continues a run, ready to paste into a shell (a folder with spaces quoted),
     started as this run was: `restart`, else RESTART_COMMAND, which the sbatch scripts (`sbatch
-    <script>`), the project's torchrun and horovodrun, and a Slurm sweep's points (launch/sweeps.py)
-    set; else `python train.py`. (In a job, `python train.py` would have trained on the login node.)"""
+    <script>`), the project's torchrun and horovodrun, a Slurm sweep's points and srun's tasks started
+    from a shell (launch/sweeps.py) set; else `python train.py`. (In a job, `python train.py` would
+    have trained on the login node.)"""
     restart = restart or os.environ.get("RESTART_COMMAND") or "python train.py"
     return f"{restart} {shlex.quote(f'resume={shown(run_dir)}')}"
 

@@ -1,5 +1,5 @@
 """Multirun (`python train.py -m ...`): a summary of what each point wrote, the command that
-resumes a point of a Slurm sweep, and a guard.
+resumes a point of a Slurm sweep (or a run that srun started from a shell), and a guard.
 
 Hydra's basic launcher runs the points one after another inside this process. Lightning's
 DDP launcher starts the other ranks by running this command line again, and each of them
@@ -41,12 +41,16 @@ class SweepSummary(Callback):
             print(f"Sweep summary: {write_summary(sweep_dir, points)}")
 
 
-class SlurmPointResume(Callback):
-    """In each Slurm job of a sweep (hydra/launcher=slurm): RESTART_COMMAND, the command that the
-    ranks name after a stop, as this point's own (its size, strategy and Slurm settings)."""
+class SlurmResumeCommand(Callback):
+    """RESTART_COMMAND, the command that the ranks name after a stop, as a job of this run's size,
+    strategy and Slurm settings, where no launcher set one: in each Slurm job of a sweep
+    (hydra/launcher=slurm), and under an srun of several tasks typed into a shell (salloc, or
+    the login node), where `python train.py resume=...` would train alone, where it is typed."""
 
     def on_job_start(self, config: DictConfig, **kwargs) -> None:
-        if config.hydra.runtime.choices.get("hydra/launcher") == "slurm":
+        sweep_job = config.hydra.runtime.choices.get("hydra/launcher") == "slurm"
+        srun_tasks = int(os.environ.get("SLURM_STEP_NUM_TASKS", "1")) > 1 and "RESTART_COMMAND" not in os.environ
+        if sweep_job or (srun_tasks and config.cluster.get("slurm")):
             from ..slurm.sweep import resume_command
 
             os.environ["RESTART_COMMAND"] = resume_command(config)
