@@ -213,6 +213,31 @@ def test_a_slurm_sweep_that_sbatch_refuses_stops_with_one_line_before_anything(t
             ["-m", "hydra/launcher=slurm", "cluster=puhti", "hydra.launcher.additional_parameters.qos=x", "seed=1,2"],
             "Fix: +cluster.slurm.sbatch.qos=x",
         ),
+        # submitit's own Slurm options: beside the profile's, unchecked; an unknown one met submitit's NameError
+        (
+            ["-m", "hydra/launcher=slurm", "cluster=puhti", "+hydra.launcher.mail_type=END", "seed=1,2"],
+            "+hydra.launcher.mail_type=END: the cluster profile sets each sweep job's mail_type, so that its check "
+            "and a resumed point's job ask for the same. Fix: +cluster.slurm.sbatch.mail-type=END",
+        ),
+        (
+            ["-m", "hydra/launcher=slurm", "cluster=puhti", "hydra.launcher.mail_type=END", "seed=1,2"],
+            "Fix: +cluster.slurm.sbatch.mail-type=END",
+        ),
+        # submitit's settings of its own: a wrong value met a traceback at submission
+        (
+            ["-m", "hydra/launcher=slurm", "cluster=puhti", "hydra.launcher.array_parallelism=abc", "seed=1,2"],
+            "hydra.launcher.array_parallelism=abc: submitit's array_parallelism takes a whole number, 1 or more. "
+            "Fix: hydra.launcher.array_parallelism=<value>",
+        ),
+        (
+            ["-m", "hydra/launcher=slurm", "cluster=puhti", "hydra.launcher.stderr_to_stdout=maybe", "seed=1,2"],
+            "submitit's stderr_to_stdout takes true or false",
+        ),
+        # submitit's requeue, which the jobs leave to callbacks/requeue.py: changing it changed nothing
+        (
+            ["-m", "hydra/launcher=slurm", "cluster=puhti", "hydra.launcher.max_num_timeout=3", "seed=1,2"],
+            "hydra.launcher.max_num_timeout=3: a sweep's jobs do not requeue through submitit",
+        ),
     ],
 )
 def test_a_slurm_sweep_that_cannot_be_submitted_stops_with_one_line(overrides, message, tmp_path, monkeypatch):
@@ -225,6 +250,15 @@ def test_a_slurm_sweep_that_cannot_be_submitted_stops_with_one_line(overrides, m
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no sbatch at all
     with pytest.raises(SetupError, match=r"submits each point with sbatch, which is not on this machine"):
         check_arguments(["-m", "hydra/launcher=slurm", "cluster=puhti", "seed=1,2", f"output_root={tmp_path}"])
+
+
+def test_a_slurm_sweep_may_change_submitits_own_settings(tmp_path, monkeypatch):
+    from {{ cookiecutter.package_name }}.launch.command_line import check_arguments
+
+    monkeypatch.setenv("PATH", fake_sbatch(tmp_path / "bin", "Job 1 to start", 0))
+    own = ["hydra.launcher.array_parallelism=4", "hydra.launcher.stderr_to_stdout=false", "hydra.launcher.name=lr"]
+    check_arguments(["-m", "hydra/launcher=slurm", "cluster=puhti", *own, "seed=1,2", f"output_root={tmp_path}"])
+    assert sweep_options("cluster=puhti", *own)["array_parallelism"] == 4
 
 
 def last_step(checkpoint) -> int:

@@ -39,6 +39,15 @@ PROFILE_KEYS = {
     "srun_args": "cluster.slurm.srun_args=[...]",
     "setup": "cluster.slurm.modules=[...], +cluster.slurm.env.NAME=VALUE",
 }
+# submitit's own settings that a sweep may change, and the values each takes.
+SUBMITIT_SETTINGS = {
+    "array_parallelism": (lambda value: type(value) is int and value >= 1, "a whole number, 1 or more"),
+    "stderr_to_stdout": (lambda value: isinstance(value, bool), "true or false"),
+    "name": (lambda value: isinstance(value, str) and value.strip() != "", "a job name"),
+    "submitit_folder": (lambda value: isinstance(value, str) and value.strip() != "", "a folder (%j: the job id)"),
+}
+# submitit's requeue on its own signal (USR2 before the time limit), which the jobs do not use.
+SUBMITIT_REQUEUE = ("max_num_timeout", "signal_delay_s")
 
 
 def _minutes(time: str) -> int:
@@ -78,18 +87,33 @@ def check_launcher_overrides(overrides: list[str]) -> None:
     --test-only judged the profile's, and a resumed point's job asked for the profile's again.
     +hydra.launcher.additional_parameters.qos=... replaced every other #SBATCH option."""
     for override in PARSER.parse_overrides(overrides):
+        if not override.key_or_group.startswith("hydra.launcher.") or override.is_delete():
+            continue
         setting, _, option = override.key_or_group.removeprefix("hydra.launcher.").partition(".")
-        if setting in PROFILE_KEYS and override.key_or_group.startswith("hydra.launcher."):
-            value = override.value()
-            value = _slurm_time(value) if setting == "timeout_min" and isinstance(value, int) else value
-            value = "null" if value is None else value
-            if setting == "additional_parameters" and not option:  # the whole dict
-                option, value = "<option>", "<value>"
-            fix = PROFILE_KEYS[setting].format(option=option, value=value)
+        value = override.value()
+        if setting in SUBMITIT_SETTINGS:
+            takes, allowed = SUBMITIT_SETTINGS[setting]
+            if not takes(value):
+                fix = f"hydra.launcher.{setting}=<value>"
+                raise SetupError(f"{override.input_line}: submitit's {setting} takes {allowed}. Fix: {fix}")
+            continue
+        if setting in SUBMITIT_REQUEUE:
             raise SetupError(
-                f"{override.input_line}: the cluster profile sets each sweep job's {setting}, so that its check "
-                f"and a resumed point's job ask for the same. Fix: {fix}"
+                f"{override.input_line}: a sweep's jobs do not requeue through submitit: callbacks/requeue.py saves "
+                f"and requeues a point on the profile's SIGUSR1 before its time limit. Fix: leave out {setting}"
             )
+        key = setting
+        if key not in PROFILE_KEYS:  # another of submitit's Slurm options (qos, mail_type, ...), or none
+            option, key = setting.replace("_", "-"), "additional_parameters"
+        value = _slurm_time(value) if key == "timeout_min" and isinstance(value, int) else value
+        value = "null" if value is None else value
+        if key == "additional_parameters" and not option:  # the whole dict
+            option, value = "<option>", "<value>"
+        fix = PROFILE_KEYS[key].format(option=option, value=value)
+        raise SetupError(
+            f"{override.input_line}: the cluster profile sets each sweep job's {setting}, so that its check "
+            f"and a resumed point's job ask for the same. Fix: {fix}"
+        )
 
 
 def check_slurm_jobs(points: list[DictConfig], overrides: list[str]) -> None:
