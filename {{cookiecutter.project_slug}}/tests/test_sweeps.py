@@ -7,6 +7,7 @@ import shlex
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -325,6 +326,24 @@ def test_a_preempted_sweep_job_requeues_and_resumes(local_slurm, tmp_path):
     assert first == (0, 0) and second[1] > 0, (first, second)  # the second start resumed
     (point,) = summary_of(tmp_path)["points"]
     assert point["state"] == "COMPLETED"
+
+
+def test_a_sweep_job_that_slurm_requeues_resumes_its_point(local_slurm, tmp_path):
+    """Slurm's own requeue (preemption, or a failed node: `scontrol requeue`, no SIGUSR1 first):
+    the point's job starts again with its id, continues the point from its newest checkpoint, and
+    the sweep, which waited, ends with the point's result."""
+    sweep, job_id = start_slow_sweep(local_slurm, tmp_path, epochs=12)  # ~6 s of training
+    try:
+        local_slurm.command("scontrol", "requeue", job_id)
+        local_slurm.release_requeued(job_id)
+        output, _ = sweep.communicate(timeout=600)
+    finally:
+        sweep.kill()
+    assert sweep.returncode == 0, output
+    first, second = starts_of(tmp_path / "starts")
+    assert first == (0, 0) and second[1] > 0, (first, second)
+    (point,) = summary_of(tmp_path)["points"]
+    assert point["state"] == "COMPLETED" and newest_checkpoint(Path(point["directory"]))[1] == 24, point
 
 
 def test_ctrl_c_on_a_slurm_sweep_says_that_its_jobs_run_on(local_slurm, tmp_path):
