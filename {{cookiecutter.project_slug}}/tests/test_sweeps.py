@@ -186,6 +186,11 @@ def test_a_slurm_sweep_that_sbatch_refuses_stops_with_one_line_before_anything(t
     assert not (tmp_path / "outputs").exists()
 
 
+def on_puhti(*overrides: str) -> list[str]:
+    """A Slurm sweep of two points on Puhti, with these overrides."""
+    return ["-m", "hydra/launcher=slurm", "cluster=puhti", *overrides, "seed=1,2"]
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
@@ -193,50 +198,38 @@ def test_a_slurm_sweep_that_sbatch_refuses_stops_with_one_line_before_anything(t
         (["-m", "hydra/launcher=slurm", "cluster=local", "seed=1,2"], "launcher=slurm: cluster=local has no Slurm"),
         # Hydra's submitit launcher submits every point with the sweep's options: a 1-node job for both
         (
-            ["-m", "hydra/launcher=slurm", "cluster=puhti", "cluster.num_nodes=1,2", "seed=1,2"],
+            on_puhti("cluster.num_nodes=1,2"),
             "hydra/launcher=slurm: the points ask for 2 kinds of job (--nodes 1 and 2), and Hydra's submitit launcher "
             "submits every point of a sweep as one. Fix: a sweep for each kind, each with one value of what changes "
             "the job (swept here: cluster.num_nodes=1,2 seed=1,2)",
         ),
         # the job's time, but not the time that sbatch --test-only judged, nor a resumed point's
         (
-            ["-m", "hydra/launcher=slurm", "cluster=puhti", "hydra.launcher.timeout_min=1500", "seed=1,2"],
+            on_puhti("hydra.launcher.timeout_min=1500"),
             "hydra.launcher.timeout_min=1500: the cluster profile sets each sweep job's timeout_min, so that its "
             "check and a resumed point's job ask for the same. Fix: cluster.slurm.time=1-01:00:00",
         ),
         # replaced every #SBATCH option the profile gives: no GPUs, memory or requeue signal
-        (
-            ["-m", "hydra/launcher=slurm", "cluster=puhti", "+hydra.launcher.additional_parameters.qos=x", "seed=1,2"],
-            "Fix: +cluster.slurm.sbatch.qos=x",
-        ),
+        (on_puhti("+hydra.launcher.additional_parameters.qos=x"), "Fix: +cluster.slurm.sbatch.qos=x"),
         # (without the +: "no such key", whose fix, the +, led to the case above)
-        (
-            ["-m", "hydra/launcher=slurm", "cluster=puhti", "hydra.launcher.additional_parameters.qos=x", "seed=1,2"],
-            "Fix: +cluster.slurm.sbatch.qos=x",
-        ),
+        (on_puhti("hydra.launcher.additional_parameters.qos=x"), "Fix: +cluster.slurm.sbatch.qos=x"),
         # submitit's own Slurm options: beside the profile's, unchecked; an unknown one met submitit's NameError
         (
-            ["-m", "hydra/launcher=slurm", "cluster=puhti", "+hydra.launcher.mail_type=END", "seed=1,2"],
+            on_puhti("+hydra.launcher.mail_type=END"),
             "+hydra.launcher.mail_type=END: the cluster profile sets each sweep job's mail_type, so that its check "
             "and a resumed point's job ask for the same. Fix: +cluster.slurm.sbatch.mail-type=END",
         ),
-        (
-            ["-m", "hydra/launcher=slurm", "cluster=puhti", "hydra.launcher.mail_type=END", "seed=1,2"],
-            "Fix: +cluster.slurm.sbatch.mail-type=END",
-        ),
+        (on_puhti("hydra.launcher.mail_type=END"), "Fix: +cluster.slurm.sbatch.mail-type=END"),
         # submitit's settings of its own: a wrong value met a traceback at submission
         (
-            ["-m", "hydra/launcher=slurm", "cluster=puhti", "hydra.launcher.array_parallelism=abc", "seed=1,2"],
+            on_puhti("hydra.launcher.array_parallelism=abc"),
             "hydra.launcher.array_parallelism=abc: submitit's array_parallelism takes a whole number, 1 or more. "
             "Fix: hydra.launcher.array_parallelism=<value>",
         ),
-        (
-            ["-m", "hydra/launcher=slurm", "cluster=puhti", "hydra.launcher.stderr_to_stdout=maybe", "seed=1,2"],
-            "submitit's stderr_to_stdout takes true or false",
-        ),
+        (on_puhti("hydra.launcher.stderr_to_stdout=maybe"), "submitit's stderr_to_stdout takes true or false"),
         # submitit's requeue, which the jobs leave to callbacks/requeue.py: changing it changed nothing
         (
-            ["-m", "hydra/launcher=slurm", "cluster=puhti", "hydra.launcher.max_num_timeout=3", "seed=1,2"],
+            on_puhti("hydra.launcher.max_num_timeout=3"),
             "hydra.launcher.max_num_timeout=3: a sweep's jobs do not requeue through submitit",
         ),
     ],
@@ -310,13 +303,24 @@ def start_slow_sweep(local_slurm, tmp_path, epochs: int, *overrides: str) -> tup
     return sweep, job_id
 
 
-def test_a_preempted_sweep_job_requeues_and_resumes(local_slurm, tmp_path):
-    # Signalled mid-training: after the first checkpoint, with ~5 s of steps left (the ranks
-    # agree on the signal about once a second). Signalled at the start of a short run, the
-    # job could end before that agreement, unrequeued.
+@pytest.mark.parametrize(
+    "requeue",
+    [
+        # the time limit's SIGUSR1: the ranks save, and callbacks/requeue.py requeues the job
+        ("scancel", "--signal=USR1"),
+        # Slurm's own requeue (preemption, or a failed node): no signal to save on first
+        ("scontrol", "requeue"),
+    ],
+    ids=["sigusr1", "slurm"],
+)
+def test_a_requeued_sweep_job_continues_its_point(local_slurm, tmp_path, requeue):
+    """The point's job starts again with its id and continues the point from its newest
+    checkpoint; the sweep, which waited, ends with the point's result. Signalled mid-training:
+    after the first checkpoint, with ~5 s of steps left (the ranks agree on SIGUSR1 about once a
+    second; signalled at the start of a short run, the job could end before that agreement)."""
     sweep, job_id = start_slow_sweep(local_slurm, tmp_path, epochs=12)  # ~6 s of training
     try:
-        local_slurm.command("scancel", "--signal=USR1", job_id)
+        local_slurm.command(*requeue, job_id)
         local_slurm.release_requeued(job_id)
         output, _ = sweep.communicate(timeout=600)
     finally:
@@ -324,24 +328,6 @@ def test_a_preempted_sweep_job_requeues_and_resumes(local_slurm, tmp_path):
     assert sweep.returncode == 0, output
     first, second = starts_of(tmp_path / "starts")
     assert first == (0, 0) and second[1] > 0, (first, second)  # the second start resumed
-    (point,) = summary_of(tmp_path)["points"]
-    assert point["state"] == "COMPLETED"
-
-
-def test_a_sweep_job_that_slurm_requeues_resumes_its_point(local_slurm, tmp_path):
-    """Slurm's own requeue (preemption, or a failed node: `scontrol requeue`, no SIGUSR1 first):
-    the point's job starts again with its id, continues the point from its newest checkpoint, and
-    the sweep, which waited, ends with the point's result."""
-    sweep, job_id = start_slow_sweep(local_slurm, tmp_path, epochs=12)  # ~6 s of training
-    try:
-        local_slurm.command("scontrol", "requeue", job_id)
-        local_slurm.release_requeued(job_id)
-        output, _ = sweep.communicate(timeout=600)
-    finally:
-        sweep.kill()
-    assert sweep.returncode == 0, output
-    first, second = starts_of(tmp_path / "starts")
-    assert first == (0, 0) and second[1] > 0, (first, second)
     (point,) = summary_of(tmp_path)["points"]
     assert point["state"] == "COMPLETED" and newest_checkpoint(Path(point["directory"]))[1] == 24, point
 
