@@ -196,6 +196,12 @@ def on_puhti(*overrides: str) -> list[str]:
     [
         (["hydra/launcher=slurm", "cluster=puhti"], "hydra/launcher=slurm: Hydra's launchers run sweeps (-m); without"),
         (["-m", "hydra/launcher=slurm", "cluster=local", "seed=1,2"], "launcher=slurm: cluster=local has no Slurm"),
+        # its jobs: 1 task, 60 minutes, no GPUs, account or requeue
+        (
+            ["-m", "hydra/launcher=submitit_slurm", "cluster=puhti", "seed=1,2"],
+            "hydra/launcher=submitit_slurm: the submitit plugin's own settings ask Slurm for none of the cluster "
+            "profile's (GPUs, account, time, memory, the requeue before the time limit). Fix: hydra/launcher=slurm",
+        ),
         # Hydra's submitit launcher submits every point with the sweep's options: a 1-node job for both
         (
             on_puhti("cluster.num_nodes=1,2"),

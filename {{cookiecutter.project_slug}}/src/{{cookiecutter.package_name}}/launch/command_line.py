@@ -96,6 +96,11 @@ def check_arguments(argv: list[str]) -> None:
 def check_overrides(overrides: list[str], multirun: bool = False) -> None:
     """Raise SetupError (one line) if a job these overrides make has a wrong choice, key or value."""
     register_resolvers()  # the configs' ${default_run_id:} etc. (train.py registers them anyway)
+    if "hydra/launcher=submitit_slurm" in overrides:  # the plugin's own config, which Hydra lists too
+        raise SetupError(
+            "hydra/launcher=submitit_slurm: the submitit plugin's own settings ask Slurm for none of the cluster "
+            "profile's (GPUs, account, time, memory, the requeue before the time limit). Fix: hydra/launcher=slurm"
+        )
     on_slurm = "hydra/launcher=slurm" in overrides
     if on_slurm:  # where sbatch is, with -m
         from ..slurm.sweep import check_launcher_overrides, check_slurm_jobs, check_slurm_sweep
