@@ -123,6 +123,15 @@ def test_a_sweep_of_single_process_runs_on_this_machine(tmp_path):
     assert all(point["slurm_job"] is None for point in points)  # no Slurm here (it gave the point's number)
 
 
+def test_a_sweep_through_submitit_local_runs_its_points_here_side_by_side(tmp_path):
+    local = ["hydra/launcher=submitit_local", "seed=1,2"]
+    result = run_sweep(*FAST, "trainer.accelerator=cpu", f"output_root={tmp_path}", *local)
+    assert result.returncode == 0, result.stdout + result.stderr
+    points = summary_of(tmp_path)["points"]
+    assert [point["state"] for point in points] == ["COMPLETED", "COMPLETED"]
+    assert all("checkpoints/last.ckpt" in point["checkpoints"] for point in points)
+
+
 def test_a_sweep_whose_first_point_is_refused_leaves_nothing(tmp_path):
     """Refused once its data is known (4 batches an epoch, validation every 50): one line, exit 2,
     and no sweep folder holding only Hydra's multirun.yaml."""
