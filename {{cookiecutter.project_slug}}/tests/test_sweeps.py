@@ -286,9 +286,9 @@ def test_a_sweep_of_two_node_jobs_runs_one_job_per_point(local_slurm, tmp_path):
         assert len(task_logs) == 4 and members == {"1", "2", "3", "4"}, task_logs  # 2 nodes x 2 tasks
 
 
-def start_slow_sweep(local_slurm, tmp_path, epochs: int, *overrides: str) -> tuple[subprocess.Popen, str]:
-    """A sweep of one point on 2 nodes x 2 ranks (2 steps an epoch, 0.25 s a step), returned with
-    its job id once the job has written its first checkpoint."""
+def start_slow_sweep(local_slurm, tmp_path, epochs: int, *overrides: str, seeds="1") -> tuple[subprocess.Popen, str]:
+    """A sweep of a point per seed on 2 nodes x 2 ranks (2 steps an epoch, 0.25 s a step), returned
+    with the job id of its first point once that has written its first checkpoint."""
     sweep = subprocess.Popen(
         [
             sys.executable,
@@ -297,7 +297,7 @@ def start_slow_sweep(local_slurm, tmp_path, epochs: int, *overrides: str) -> tup
             *SLURM_SWEEP,
             *overrides,
             f"output_root={tmp_path}",
-            "seed=1",
+            f"seed={seeds}",
             f"trainer.max_epochs={epochs}",
             *record_starts(tmp_path / "starts", seconds_per_step=0.25),
         ],
@@ -314,7 +314,8 @@ def start_slow_sweep(local_slurm, tmp_path, epochs: int, *overrides: str) -> tup
     except AssertionError:
         sweep.kill()
         raise
-    (job_id,) = {path.name for path in tmp_path.glob("multirun/*/.submitit/[0-9]*")}  # one point: no array
+    jobs = {path.name for path in tmp_path.glob("multirun/*/.submitit/[0-9]*")}  # one point: no array
+    (job_id,) = jobs if len(jobs) == 1 else [job for job in jobs if job.endswith("_0")]
     return sweep, job_id
 
 
@@ -407,6 +408,28 @@ def test_the_command_that_a_cancelled_sweep_job_prints_resumes_its_point(local_s
         script.unlink(missing_ok=True)
     assert starts_of(tmp_path / "starts")[-1][1] == step, "it did not resume from the saved step"
     assert newest_checkpoint(point)[1] == 2 * epochs
+
+
+def test_a_cancelled_sweep_names_a_point_that_never_started_and_how_to_run_it_again(local_slurm, tmp_path):
+    """`scancel <array>` while the second point waits for the first (array_parallelism=1): the
+    first saves and names its resume command, the second, which never started, the sweep of itself."""
+    one_at_a_time = "hydra.launcher.array_parallelism=1"
+    sweep, first = start_slow_sweep(local_slurm, tmp_path, 400, one_at_a_time, seeds="1,2")
+    try:
+        local_slurm.command("scancel", first.split("_")[0])
+        output, _ = sweep.communicate(timeout=300)
+    finally:
+        sweep.kill()
+    assert sweep.returncode == 1 and "Traceback" not in output, output
+    started, waiting = summary_of(tmp_path)["points"]
+    assert (started["state"], waiting["state"]) == ("CANCELLED", "CANCELLED"), (started, waiting)
+    assert started["continue"].startswith("Resume: python -m {{ cookiecutter.package_name }}.slurm "), started
+    assert waiting["directory"] is None and not waiting["checkpoints"], waiting
+    again = shlex.join(["python", "train.py", "-m", "hydra/launcher=slurm", *waiting["overrides"]])
+    assert waiting["continue"] == f"Again: {again}" and "seed=2" in waiting["overrides"], waiting
+    said = [line for line in output.splitlines() if line.startswith(("Point ", "ERROR: "))]
+    assert said[1].startswith(f"Point 1 (Slurm job {waiting['slurm_job']}) CANCELLED, nothing saved; logs: "), said
+    assert said[2].startswith("ERROR: 2 of 2 points of the sweep did not finish (above)."), said
 
 
 def test_a_sweep_point_that_raises_fails_its_job_and_the_sweep_names_it(local_slurm, tmp_path):
