@@ -89,7 +89,7 @@ def _end(job) -> tuple[JobReturn | None, str]:
     except FailedJobError:  # a rank raised (see __call__)
         return None, "FAILED"
     except UncompletedJobError:  # no result: stopped from outside (scancel, time limit, a node lost) or exited
-        return None, job.state
+        return None, job.state.split()[0]  # sacct's "CANCELLED by <uid>": CANCELLED
 
 
 def _report(sweep_dir: Path, nums, job_overrides, jobs, states: list[str]) -> NoReturn:
