@@ -71,6 +71,9 @@ BAD_VALUES = [
     (["ckpt_path=hpc"], "ckpt_path=hpc: Lightning's name for a checkpoint of the fit it is running"),
     (["model=autoencoder", "model.net.hidden=0"], "model.net.hidden=0: an integer >= 1"),
     (["seed=1.5"], "seed=1.5: an integer"),
+    # Lightning's seed_everything (numpy) and torch's generator refused them in a traceback, once training began
+    (["seed=-1"], "seed=-1: an integer from 0 to 4294967295. Fix: e.g. seed=42"),
+    (["data.seed=18446744073709551616"], "data.seed=18446744073709551616: an integer from 0 to 4294967295"),
     (["test_after_fit=yes please"], "test_after_fit=yes please: true or false"),
     (["trainer.max_epochs=0"], "trainer.max_epochs=0: an integer >= 1 (-1: no limit)"),
     (["trainer.max_epochs=ten"], "trainer.max_epochs=ten: an integer >= 1"),

@@ -36,6 +36,10 @@ def non_negative_int(value) -> bool:
     return _int(value) and value >= 0
 
 
+def seed(value) -> bool:
+    return _int(value) and 0 <= value <= 2**32 - 1  # what Lightning's seed_everything (numpy) takes
+
+
 def boolean(value) -> bool:
     return isinstance(value, bool)
 
@@ -165,13 +169,14 @@ def added(argument: str, allowed: Callable[[Any], bool], what: str, good_value) 
     return f"trainer.{argument}", allowed, what, f"+trainer.{argument}={good_value}"
 
 
+SEED = "an integer from 0 to 4294967295"
 # key, is it allowed, what is allowed (said to the user), an example for the fix.
 RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     # The cluster's first: trainer.devices etc. are read from them (configs/trainer/default.yaml).
     ("cluster.devices", devices, "an integer >= 1 (processes per node), -1 or auto", "cluster.devices=4"),
     ("cluster.num_nodes", positive_int, "an integer >= 1", "cluster.num_nodes=2"),
     ("cluster.accelerator", one_of(*ACCELERATORS), f"one of {', '.join(ACCELERATORS)}", "cluster.accelerator=gpu"),
-    ("seed", _int, "an integer", "seed=42"),
+    ("seed", seed, SEED, "seed=42"),
     ("test_after_fit", boolean, "true or false", "test_after_fit=true"),
     ("run_id", run_name, "a folder name without /, at most 255 bytes (the run directory)", "run_id=my-run"),
     ("data.batch_size", positive_int, "an integer >= 1 (samples per process and step)", "data.batch_size=128"),
@@ -181,7 +186,7 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     ("data.image_shape", image_shape, IMAGE_SHAPE, "data.image_shape=[1,28,28]"),
     ("data.root", folder, "a folder (where MNIST is, or is downloaded to), not a file", "data.root=data"),
     ("data.val_size", non_negative_int, "an integer >= 0 (images held out of the 60000)", "data.val_size=5000"),
-    ("data.seed", _int, "an integer", "data.seed=0"),
+    ("data.seed", seed, SEED, "data.seed=0"),
     ("data.download", boolean, "true or false", "data.download=true"),
     ("data.on_device", boolean, "true or false", "data.on_device=true"),
     ("data.in_memory", boolean, "true or false", "data.in_memory=true"),
