@@ -458,7 +458,8 @@ def test_an_srun_of_several_tasks_from_a_shell_names_a_job_that_resumes_it(local
         srun.kill()
     (run_dir,) = outputs.iterdir()  # slurm-<job>.0: the job's first step
     line = next((line for line in stderr.splitlines() if line.startswith("Stopped by SIGTERM")), stderr)
-    render = "python -m {{ cookiecutter.package_name }}.slurm cluster=localslurm nodes=1 gpus=2 strategy=ddp launcher=srun"
+    render = "python -m {{ cookiecutter.package_name }}.slurm"
+    render += " cluster=localslurm nodes=1 gpus=2 strategy=ddp launcher=srun"
     assert line.endswith(f"Resume: {render} --submit -- resume={run_dir}"), line
 
 
