@@ -2,6 +2,7 @@
 callbacks that record what each rank wrote and which checkpoints were saved."""
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -15,6 +16,12 @@ import torch
 from {{ cookiecutter.package_name }}.data.idx import write_idx
 
 PROJECT = Path(__file__).resolve().parents[1]
+
+
+def as_in_a_terminal() -> None:
+    """Ctrl-C as a terminal delivers it (a Popen's preexec_fn): where the tests run in the
+    background (CI), SIGINT is ignored, and Python then installs no KeyboardInterrupt for it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def needs_cuda(test):

@@ -24,6 +24,7 @@ from {{ cookiecutter.package_name }}.launch.run_directory import checkpoint_to_r
 from tests.helpers import (
     FAST,
     PROJECT,
+    as_in_a_terminal,
     needs_cuda,
     project_env,
     record_saves,
@@ -666,12 +667,6 @@ class SigtermAtTheLastValidationsEnd(pl.Callback):
     def on_validation_end(self, trainer, pl_module):
         if not trainer.sanity_checking and trainer.current_epoch == trainer.max_epochs - 1:
             os.kill(os.getpid(), signal.SIGTERM)
-
-
-def as_in_a_terminal() -> None:
-    """Ctrl-C as a terminal delivers it: where the tests run in the background (CI), SIGINT is
-    ignored, and Python then installs no KeyboardInterrupt for it."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class CtrlCWhileStarting(pl.Callback):

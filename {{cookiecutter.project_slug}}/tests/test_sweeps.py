@@ -20,7 +20,7 @@ from {{ cookiecutter.package_name }}.launch.environment import register_resolver
 from {{ cookiecutter.package_name }}.slurm.profiles import choices, load
 from {{ cookiecutter.package_name }}.slurm.render import Job, sbatch_header
 
-from tests.helpers import FAST, PROJECT, project_env
+from tests.helpers import FAST, PROJECT, as_in_a_terminal, project_env
 from tests.slurm_helpers import record_starts, starts_of
 
 SLURM_PROFILES = [name for name in choices("cluster") if load("cluster", name).get("slurm")]
@@ -306,6 +306,7 @@ def start_slow_sweep(local_slurm, tmp_path, epochs: int, *overrides: str, seeds=
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=as_in_a_terminal,  # for the Ctrl-C test
     )
     try:
         local_slurm.wait_for(
