@@ -27,8 +27,6 @@ from omegaconf import OmegaConf
 
 from ..launch.run_directory import resume_command, shown
 from ..launch.sweeps import point_summary, write_summary
-from .sweep import as_typed
-from .sweep import resume_command as point_resume_command
 
 log = logging.getLogger(__name__)
 OWN = ("submitit_folder", "max_num_timeout")  # the executor's, not the jobs' parameters
@@ -120,6 +118,10 @@ def _report(sweep_dir: Path, nums, job_overrides, jobs, states: list[str]) -> No
 
 def _continue_command(directory: Path, overrides: list[str], saved: bool) -> str:
     """Resume: a job of the point's size, from its checkpoints. Again: the point alone, as a sweep."""
+    # Here, not at the top: Hydra imports this module at every start, and .sweep brings Jinja.
+    from .sweep import as_typed
+    from .sweep import resume_command as point_resume_command
+
     if saved:
         config = OmegaConf.load(directory / ".hydra" / "config.yaml")
         config.hydra = OmegaConf.load(directory / ".hydra" / "hydra.yaml").hydra
