@@ -92,12 +92,13 @@ def test_a_stopped_points_resume_command_asks_for_the_job_of_its_point():
     assert 'export EXTRA="a b"' in rendered.stdout and 'export EXTRA="a b"' in options["setup"][0]
 
 
-def test_the_slurm_sweep_launcher_is_a_plugin_that_hydra_finds():
+@pytest.mark.parametrize("launcher", ["local", "slurm"])
+def test_the_sweep_launchers_are_plugins_that_hydra_finds(launcher):
     """Hydra takes launchers from its hydra_plugins package alone (src/hydra_plugins/)."""
     from hydra.core.plugins import Plugins
     from hydra.plugins.launcher import Launcher
 
-    target = OmegaConf.load(PROJECT / "configs" / "hydra" / "launcher" / "slurm.yaml")["_target_"]
+    target = OmegaConf.load(PROJECT / "configs" / "hydra" / "launcher" / f"{launcher}.yaml")["_target_"]
     assert target in {f"{found.__module__}.{found.__name__}" for found in Plugins.instance().discover(Launcher)}
 
 
@@ -140,6 +141,35 @@ def test_a_sweep_whose_first_point_is_refused_leaves_nothing(tmp_path):
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("ERROR: ")]
     assert "trainer.val_check_interval=50: more than the 4 training batches" in line, line
     assert not list(tmp_path.iterdir()), list(tmp_path.rglob("*"))
+
+
+def test_a_local_sweep_names_each_point_that_did_not_finish_and_runs_the_others(tmp_path):
+    """Hydra's basic launcher printed nothing when a point raised and ended with the first one's
+    traceback, no summary; a point refused after the first ended the sweep (exit 2), its later
+    points never run. Now (launch/local_sweep.py) each is named with the command that resumes or
+    repeats it, the other points run, and the sweep ends 1 with the summary."""
+    fail = ["+callbacks.fail._target_=tests.slurm_helpers.RaiseOnRank", "+callbacks.fail.step=6"]
+    points = ["+trainer.val_check_interval=2,50", "+callbacks.fail.rank=null,0"]  # 50: more than 4 batches
+    result = run_sweep(*FAST, f"output_root={tmp_path}", "trainer.max_epochs=2", *fail, *points)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    summary = summary_of(tmp_path)["points"]
+    assert [point["state"] for point in summary] == ["COMPLETED", "FAILED", "REFUSED", "REFUSED"], summary
+    assert result.stderr.count("Traceback") == 1 and "RuntimeError: a test's failure on rank 0" in result.stderr
+    assert result.stderr.count("ERROR: trainer.val_check_interval=50: more than the 4 training batches") == 2
+    failed, refused = summary[1], summary[2]
+    assert failed["error"] == "RuntimeError: a test's failure on rank 0", failed
+    resume = f"Resume: python train.py resume={failed['directory']}"
+    assert f"({failed['error']}; traceback above), saved at step 4. {resume}\n" in result.stderr, output
+    again = shlex.join(["python", "train.py", *refused["overrides"]])
+    assert f"Point 2 refused (its line above), nothing made. Again: {again}\n" in result.stderr, output
+    assert refused["directory"] is None and not (Path(summary[0]["directory"]).parent / "2").exists()
+    assert "ERROR: 3 of 4 points of the sweep did not finish (above). Summary: " in result.stderr, output
+    # the command it names continues the failed point (here without the failure)
+    command = [sys.executable, *shlex.split(failed["continue"])[2:], "callbacks.fail.rank=null"]
+    resumed = subprocess.run(command, cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert newest_checkpoint(Path(failed["directory"]))[1] == 8  # 2 epochs of 4 steps
 
 
 def test_two_sweeps_started_in_one_second_get_their_own_directories(tmp_path):

@@ -8,7 +8,9 @@ would run the whole sweep: a multi-process point needs one job per point
 """
 
 import os
+import sys
 from pathlib import Path
+from typing import NoReturn
 
 import yaml
 from hydra.core.hydra_config import HydraConfig
@@ -17,6 +19,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from .errors import SetupError
+from .run_directory import shown
 
 SUMMARY = "sweep_summary.yaml"
 
@@ -76,6 +79,16 @@ def write_summary(sweep_dir: Path, points: list[dict]) -> Path:
     points = sorted(points, key=lambda point: point["num"])
     path.write_text(yaml.safe_dump({"sweep_dir": str(sweep_dir), "points": points}, sort_keys=False))
     return path
+
+
+def end_unfinished(sweep_dir: Path, points: list[dict]) -> NoReturn:
+    """The end of a sweep of which a point did not finish (its launcher printed a line for each):
+    the summary, a last line, exit 1."""
+    summary = write_summary(sweep_dir, points)
+    unfinished = sum(point["state"] != "COMPLETED" for point in points)
+    print(f"ERROR: {unfinished} of {len(points)} points of the sweep did not finish (above). Summary: {shown(summary)}",
+          file=sys.stderr)  # fmt: skip
+    sys.exit(1)
 
 
 def check_multirun(cfg: DictConfig) -> None:

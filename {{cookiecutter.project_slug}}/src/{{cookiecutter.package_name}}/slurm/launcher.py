@@ -26,7 +26,7 @@ from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLaunche
 from omegaconf import OmegaConf
 
 from ..launch.run_directory import resume_command, shown
-from ..launch.sweeps import point_summary, write_summary
+from ..launch.sweeps import end_unfinished, point_summary
 
 log = logging.getLogger(__name__)
 OWN = ("submitit_folder", "max_num_timeout")  # the executor's, not the jobs' parameters
@@ -91,7 +91,7 @@ def _end(job) -> tuple[JobReturn | None, str]:
 
 
 def _report(sweep_dir: Path, nums, job_overrides, jobs, states: list[str]) -> NoReturn:
-    """A line for each point that did not finish, the summary with every point's state, exit 1."""
+    """A line for each point that did not finish, then the summary and exit 1 (sweeps.end_unfinished)."""
     from ..callbacks.checkpoints import newest_checkpoint
 
     points = []
@@ -109,11 +109,7 @@ def _report(sweep_dir: Path, nums, job_overrides, jobs, states: list[str]) -> No
             print(f"Point {num} (Slurm job {job.job_id}) {state}, {saved}; logs: {shown(job.paths.folder)}/. "
                   f"{point['continue']}", file=sys.stderr)  # fmt: skip
         points.append(point)
-    summary = write_summary(sweep_dir, points)
-    unfinished = sum(state != "COMPLETED" for state in states)
-    print(f"ERROR: {unfinished} of {len(states)} points of the sweep did not finish (above). Summary: {shown(summary)}",
-          file=sys.stderr)  # fmt: skip
-    sys.exit(1)
+    end_unfinished(sweep_dir, points)
 
 
 def _continue_command(directory: Path, overrides: list[str], saved: bool) -> str:
