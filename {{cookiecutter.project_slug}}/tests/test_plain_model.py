@@ -3,6 +3,8 @@ train.py, with no strategy or logging code of its own: FSDP2 shards it, DeepSpee
 its torch AdamW as DeepSpeed's CPU Adam, and its every-step `self.log` is written as configured."""
 
 import csv
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -10,7 +12,7 @@ import torch
 from {{ cookiecutter.package_name }}.launch.errors import SetupError
 from {{ cookiecutter.package_name }}.strategies.fsdp2 import shard
 
-from tests.helpers import CPU_DEEPSPEED, FAST, PROJECT, assert_same_weights, recorded, run_train
+from tests.helpers import CPU_DEEPSPEED, FAST, PROJECT, assert_same_weights, project_env, recorded, run_train
 from tests.plain_model import PlainModel
 from tests.sharded import parameters_only
 
@@ -60,3 +62,32 @@ def test_fsdp2_names_parameters_it_cannot_shard():
     model.scale = torch.nn.Parameter(torch.ones(1))
     with pytest.raises(SetupError, match=r"holds parameters itself \(scale\)\. Fix: move them into a submodule"):
         shard(model, mesh=None, layers=None)
+
+
+def refused_plain(tmp_path, *overrides: str) -> str:
+    """The one line with which train.py refuses the plain model with these overrides, before training."""
+    command = [sys.executable, "train.py", *FAST, *PLAIN, f"output_root={tmp_path}", *overrides]
+    result = subprocess.run(command, cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stdout + result.stderr
+    assert not list(tmp_path.rglob("*.ckpt")), "refused before the first training step"
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("ERROR: ")]
+    return line
+
+
+def test_a_checkpoint_that_monitors_a_metric_validation_does_not_log_is_refused_before_training(tmp_path):
+    """The plain model logs val/loss: monitored as val_loss (how many models spell it), Lightning
+    stopped after the first epoch's validation with a traceback, and nothing was saved."""
+    line = refused_plain(tmp_path, "callbacks.checkpoint.monitor=val_loss", "trainer.num_sanity_val_steps=1")
+    assert line.startswith(
+        "ERROR: callbacks.checkpoint.monitor=val_loss: the model's validation logs no such metric (it logs val/loss)"
+    ), line
+    assert "Fix: callbacks.checkpoint.monitor=<a metric it logs>, or self.log('val_loss', ...)" in line, line
+
+
+def test_testing_after_fit_a_model_without_a_test_step_is_refused_before_training(tmp_path):
+    """Lightning refused it in trainer.test, after all the training, with a traceback."""
+    line = refused_plain(tmp_path, "test_after_fit=true")
+    assert line == (
+        "ERROR: test_after_fit=true: PlainModel has no test_step, so there would be nothing to test after the "
+        "training. Fix: test_after_fit=false, or write its test_step"
+    ), line

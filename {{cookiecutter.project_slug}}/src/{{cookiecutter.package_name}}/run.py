@@ -10,6 +10,7 @@ from omegaconf import DictConfig
 from pytorch_lightning.utilities import rank_zero_info
 from pytorch_lightning.utilities.exceptions import MisconfigurationException
 
+from .callbacks.monitored_metrics import MonitoredMetricsLogged
 from .callbacks.optimizer_settings import OptimizerSettingsFromConfig
 from .callbacks.stop import stop_exit_code
 from .hook_costs import (
@@ -19,7 +20,7 @@ from .hook_costs import (
     skip_empty_batch_hooks,
     store_hook_names_directly,
 )
-from .launch.checks import check_environment, check_epoch_length
+from .launch.checks import check_environment, check_epoch_length, check_test_stage
 from .launch.environment import restarted
 from .launch.errors import SetupError
 from .launch.resume_checks import (
@@ -58,6 +59,9 @@ def build_trainer(cfg: DictConfig) -> pl.Trainer:
     # Lightning calls every callback on every hook of every step: those with nothing to do
     # in this run (`applies` false, e.g. the Slurm requeue outside srun) stay out.
     callbacks = [callback for callback in callbacks if getattr(callback, "applies", True)]
+    monitors = {f"callbacks.{key}.monitor": each.monitor for key, each in cfg.callbacks.items() if each.get("monitor")}
+    if monitors and cfg.trainer.num_sanity_val_steps:
+        callbacks.append(MonitoredMetricsLogged(monitors))  # at the sanity check, before any training step
     logger = instantiate(cfg.logger) if cfg.get("logger") else False
     profiler = cfg.trainer.get("profiler") or NoProfiler()
     strategy = build_strategy(cfg)
@@ -118,6 +122,7 @@ def train(cfg: DictConfig, ckpt_path: str | None) -> pl.Trainer:
     pl.seed_everything(cfg.seed, workers=True)
     datamodule = instantiate(cfg.data)
     model = instantiate(cfg.model)
+    check_test_stage(model, datamodule, cfg.test_after_fit)
     store_hook_names_directly(model)
     read_step_signatures_once(model)
     changed = check_checkpoint_fits(model, ckpt_path, optimizer_settings(cfg))

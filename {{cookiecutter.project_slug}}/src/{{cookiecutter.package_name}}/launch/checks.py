@@ -164,6 +164,21 @@ def check_environment(cfg: DictConfig) -> None:
     check_fused(cfg.model)
 
 
+def check_test_stage(model, datamodule, test_after_fit: bool) -> None:
+    """test_after_fit=true where the model or data has no test: Lightning finds it only in
+    trainer.test, after all the training, with a traceback."""
+    from pytorch_lightning.utilities.model_helpers import is_overridden
+
+    if not test_after_fit:
+        return
+    for hook, owner in (("test_step", model), ("test_dataloader", datamodule)):
+        if not is_overridden(hook, owner):
+            raise SetupError(
+                f"test_after_fit=true: {type(owner).__name__} has no {hook}, so there would be nothing to test "
+                f"after the training. Fix: test_after_fit=false, or write its {hook}"
+            )
+
+
 def check_epoch_length(trainer, batches: dict[str, int | None]) -> None:
     """The Trainer's per-epoch settings against the batches each process gets of each set the run
     uses (`batches["train"]`, "val", and "test" where it tests; None: unknown until the data is set
