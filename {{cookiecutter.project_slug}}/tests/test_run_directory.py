@@ -305,6 +305,26 @@ def test_resume_beside_another_place_or_checkpoint_stops_with_one_line(tmp_path,
         resume_overrides(["resume="])
 
 
+def test_resume_of_a_checkpoint_file_names_its_runs_folder(tmp_path, monkeypatch):
+    """Its line named the checkpoints/ folder's runs ("none") as the fix."""
+    from {{ cookiecutter.package_name }}.launch.run_directory import resume_overrides
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run" / ".hydra").mkdir(parents=True)
+    (tmp_path / "run" / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(["trainer.max_epochs=1"]))
+    checkpoint = Path("run/checkpoints/last.ckpt")
+    ForwardOnlyCheckpointIO().save_checkpoint({"global_step": 4}, checkpoint)
+    with pytest.raises(SetupError) as error:
+        resume_overrides([f"resume={checkpoint}"])
+    assert str(error.value) == (
+        "resume=run/checkpoints/last.ckpt: inside the run run, not its folder. Fix: resume=run, or a new run from "
+        "this checkpoint: ckpt_path=run/checkpoints/last.ckpt"
+    )
+    folder = r"^resume=run/checkpoints: inside the run run, not its folder\. Fix: resume=run$"
+    with pytest.raises(SetupError, match=folder):
+        resume_overrides(["resume=run/checkpoints"])
+
+
 @pytest.mark.parametrize("name", ["run (1)", "a,b", "1e3", "it's", "ünï"])
 def test_resume_continues_a_run_whose_folder_name_hydra_would_read_otherwise(tmp_path, name):
     """Before: `run (1)` and `a,b` were Hydra parse errors or sweeps, `1e3` a float."""

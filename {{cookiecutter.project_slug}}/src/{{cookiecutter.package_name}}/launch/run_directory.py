@@ -84,6 +84,11 @@ def resume_overrides(argv: list[str]) -> list[str]:
     run_dir = Path(given[-1].split("=", 1)[1]).expanduser()
     records = [run_dir / ".hydra" / "overrides.yaml", *sorted(run_dir.glob(".hydra/resumes/*/overrides.yaml"))]
     records = [path for path in records if path.is_file()]
+    runs = [folder for folder in run_dir.absolute().parents if (folder / ".hydra" / "overrides.yaml").is_file()]
+    if not records and runs:  # a checkpoint file, or its checkpoints/ folder
+        run = shown(runs[0])
+        start_from = f", or a new run from this checkpoint: ckpt_path={run_dir}" if run_dir.is_file() else ""
+        raise SetupError(f"resume={run_dir}: inside the run {run}, not its folder. Fix: resume={run}{start_from}")
     if not records:
         raise SetupError(
             f"resume={run_dir}: no run was started there ({run_dir / '.hydra' / 'overrides.yaml'} is missing). "
