@@ -24,6 +24,7 @@ def test_known_benign_warnings_are_filtered_and_others_still_show():
         "When using ``NO_SHARD`` for ``ShardingStrategy``, full_state_dict will be returned.",
         "Detected an existing checkpoint in outputs/1/checkpoints/last.ckpt, overwriting since self.overwrite=True.",
         "Precision bf16-mixed is not supported by the model summary.  Estimated model size in MB will not be",
+        "Checkpoint directory /scratch/project_1/outputs/1/checkpoints exists and is not empty.",  # every resume
         "The 'val_dataloader' has a problem worth knowing about",
     ]
     with warnings.catch_warnings(record=True) as caught:  # restores the filters afterwards

@@ -36,6 +36,9 @@ BENIGN_WARNINGS = (
     # Lightning, at every test on several ranks: its DistributedSampler may test a few samples
     # twice, so it asks for devices=1. callbacks/test_repeats.py says how many, where any are.
     r"Using `DistributedSampler` with the dataloaders. During `trainer.test\(\)`",
+    # Lightning, at every resume: the run's checkpoint folder holds its checkpoints. A new run
+    # never meets it: launch/run_directory.py refuses a run folder that holds checkpoints.
+    r"Checkpoint directory .* exists and is not empty",
     # Lightning's model summary under bf16-mixed: only its size estimate in MB is approximate.
     r"Precision bf16-mixed is not supported by the model summary",
 )
