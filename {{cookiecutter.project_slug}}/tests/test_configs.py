@@ -87,7 +87,7 @@ def test_train_py_stops_with_the_message_not_a_traceback(tmp_path):
 def test_help_lists_groups():
     result = run_train("--help")
     assert "strategy: " in result.stdout and "cluster: " in result.stdout
-    assert "\nhydra/launcher: slurm\n" in result.stdout  # sweeps on Slurm (a group inside hydra/)
+    assert "\nhydra/launcher: local, slurm\n" in result.stdout  # sweeps here and on Slurm (a group inside hydra/)
     assert Path(PROJECT / "train.py").exists()
 
 
