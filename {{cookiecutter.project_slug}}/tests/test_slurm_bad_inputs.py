@@ -47,6 +47,10 @@ BAD_INPUTS = [
     (["cluster=puhti", "cluster.slurm.account=projé"], "(LexerNoViableAltException: cluster.slurm.account=projé). Fix"),
     (["cluster=puhti", "cluster.slurm.account=a,b"], "account=a,b: several values (a sweep). Fix: quote the value"),
     (["cluster=puhti", "launcher="], "launcher=: choose one of srun, torchrun, horovodrun"),
+    # partition limits: sbatch refused these only once submitted (Mahti's gputest takes one node)
+    (["cluster=mahti", "nodes=2", "test=true"], "(gputest) takes at most 1 node(s). Fix: nodes=1, or leave test out"),
+    (["cluster=puhti", "nodes=21"], "takes 21 x 4 GPUs (at most 20 nodes). Fix: nodes=20 or fewer, or cluster.slurm"),
+    (["cluster=puhti", "cluster.slurm.test_max_nodes=0"], "cluster.slurm.test_max_nodes=0: a count from 1 or null"),
     # extra #SBATCH options: one word each, by long name, none that another key sets
     (["cluster=puhti", "+cluster.slurm.sbatch.time=1"], "sbatch.time=1: --time comes from cluster.slurm.time"),
     (["cluster=puhti", "+cluster.slurm.sbatch.signal=USR2"], "--signal comes from the script itself"),

@@ -111,6 +111,10 @@ def test_cluster_facts_reach_the_header():
     assert "--cpu-bind=mask_cpu:" in lumi and "MIOPEN_USER_DB_PATH" in lumi and "NCCL_SOCKET_IFNAME" in lumi
     lumi_one = script("lumi", gpus_per_node=1)
     assert "--partition=small-g" in sbatch_lines(lumi_one) and "--cpu-bind" not in lumi_one  # masks need whole nodes
+    # parts of up to 4 nodes: small-g, billed for what they take (standard-g bills whole nodes)
+    assert "--partition=small-g" in sbatch_lines(script("lumi", nodes=2, gpus_per_node=4))
+    assert "--partition=standard-g" in sbatch_lines(script("lumi", nodes=5, gpus_per_node=4))
+    assert "--partition=gputest" in sbatch_lines(script("puhti", nodes=2, test=True))  # Puhti's takes 2 nodes
 
     assert "--gpus-per-node=v100:2" in sbatch_lines(script("palmetto"))
     assert "WANDB_MODE=offline" in script("puhti") and "WANDB_MODE=offline" not in script("palmetto")

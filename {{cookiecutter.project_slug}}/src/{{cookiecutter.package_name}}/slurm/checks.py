@@ -85,9 +85,11 @@ def check_profile(cluster: dict) -> None:
         if value is not None and not NAME.fullmatch(str(value)):
             raise refuse(f"cluster.slurm.{key}", value, f"a name of letters, digits and . _ + @ - {where}")
     for i, rule in enumerate(rules):
-        for limit in ("max_gpus", "max_nodes"):
+        for limit in ("max_gpus", "max_gpus_per_node", "max_nodes"):
             if rule.get(limit) is not None and not is_count(rule[limit]):
                 raise refuse(f"cluster.slurm.partitions.{i}.{limit}", rule[limit], f"a count from 1 or null {where}")
+    if slurm.get("test_max_nodes") is not None and not is_count(slurm["test_max_nodes"]):
+        raise refuse("cluster.slurm.test_max_nodes", slurm["test_max_nodes"], f"a count from 1 or null {where}")
     for key in ("module_use", "modules", "srun_args", "full_node_srun_args"):
         if not isinstance(slurm.get(key) or [], list):
             raise refuse(f"cluster.slurm.{key}", slurm[key], f"a list, e.g. '[{slurm[key]}]' {where}")

@@ -110,19 +110,32 @@ def partition(job: Job) -> str | None:
                 f"test=true: cluster={job.cluster['name']} has no test partition; "
                 "leave test out or name one with cluster.slurm.test_partition=NAME"
             )
+        limit = job.slurm.get("test_max_nodes")
+        if limit is not None and job.nodes > limit:
+            raise ProfileError(
+                f"nodes={job.nodes} with test=true: the test partition of cluster={job.cluster['name']} "
+                f"({job.slurm['test_partition']}) takes at most {limit} node(s). Fix: nodes={limit}, or leave test out"
+            )
         return job.slurm["test_partition"]
     if job.slurm.get("partition"):
         return job.slurm["partition"]
     rules = job.slurm.get("partitions") or []
     for rule in rules:
-        if rule.get("max_gpus") is not None and job.nodes * job.gpus > rule["max_gpus"]:
-            continue
-        if rule.get("max_nodes") is not None and job.nodes > rule["max_nodes"]:
-            continue
-        return rule["name"]
+        if fits(rule, job):
+            return rule["name"]
     if rules:
-        raise ProfileError(f"no partition of cluster={job.cluster['name']} takes {job.nodes} x {job.gpus} GPUs")
+        most = max((rule.get("max_nodes") or 0 for rule in rules), default=0)
+        raise ProfileError(
+            f"nodes={job.nodes}: no partition of cluster={job.cluster['name']} takes {job.nodes} x {job.gpus} GPUs "
+            f"(at most {most} nodes). Fix: nodes={most} or fewer, or cluster.slurm.partition=NAME"
+        )
     return None
+
+
+def fits(rule: dict, job: Job) -> bool:
+    """A partition rule's limits: max_gpus (in all), max_gpus_per_node, max_nodes."""
+    limits = {"max_gpus": job.nodes * job.gpus, "max_gpus_per_node": job.gpus, "max_nodes": job.nodes}
+    return all(rule.get(key) is None or value <= rule[key] for key, value in limits.items())
 
 
 def memory(job: Job) -> str | None:
