@@ -211,7 +211,7 @@ def check_answers(answers):
             fix = f"{key}={close[0]}" if close else f"one of them, e.g. {key}={allowed[0]}"
             _refuse(key, answers[key], f"not one of {', '.join(allowed)}", fix)
     for key in ("project_name", "author", "description", "email", "slurm_account", "python_version"):
-        _check_text(key, answers[key], required=key not in ("description", "email"))
+        _check_text(key, answers[key], required=key not in ("description", "email", "slurm_account"))
     for key, value in answers.items():
         if not key.startswith("_") and any(mark in value for mark in JINJA_MARKS):
             _refuse(key, value, "holds {{, {% or {#, which cruft would read as Jinja at every update", NO_JINJA)
@@ -221,12 +221,12 @@ def check_answers(answers):
     if email and not EMAIL.fullmatch(email):
         _refuse("email", email, "not an address such as you@example.org", "a plain address, or email='' for none")
     account = answers["slurm_account"]
-    if not ACCOUNT.fullmatch(account):
+    if account and not ACCOUNT.fullmatch(account):
         _refuse(
             "slurm_account",
             account,
             "a Slurm account has letters, digits, '_', '.' and '-' only",
-            "your billing project as `sacctmgr show assoc user=$USER` lists it, e.g. project_2001234",
+            "your billing project as `sacctmgr show assoc user=$USER` lists it, e.g. project_2001234, or '' for none",
         )
     version = answers["python_version"]
     if version not in SUPPORTED_PYTHONS:

@@ -78,7 +78,7 @@ BAD_ANSWERS = [
     (["project_name=Caf\udce9 Net"], "project_name='Caf\\udce9 Net': holds a byte at position 3 that is not"),
     (["slurm_account=project 2001234"], "slurm_account='project 2001234': a Slurm account has letters"),
     (["slurm_account=$(rm -rf ~)"], "slurm_account='$(rm -rf ~)': a Slurm account has letters"),
-    (["slurm_account="], "slurm_account='': is empty"),
+    (["slurm_account= "], "slurm_account=' ': begins or ends with spaces"),  # '' is taken: no --account
     (["python_version=2.7"], "python_version='2.7': supported are 3.10, 3.11, 3.12, 3.13"),
     (["python_version=3.9"], "python_version='3.9': supported are 3.10"),
     (["description={% bad"], "the answer '{% bad' is not valid Jinja"),

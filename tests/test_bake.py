@@ -91,6 +91,17 @@ def test_each_cluster_answer_renders_the_three_scripts(cluster, tmp_path):
     assert result.returncode == 0, result.stdout.decode()
 
 
+def test_an_empty_slurm_account_bakes_scripts_without_one(tmp_path):
+    """For clusters that bill no account (Palmetto's guide asks for none): before, the answer
+    had to be given, and every script asked Slurm for it."""
+    project = bake(tmp_path, cluster="palmetto", slurm_account="")
+    for script in (project / "scripts").glob("run-gpu*.sh"):
+        assert "--account" not in script.read_text(), script
+    assert "--account" not in (project / "docs" / "deepspeed.md").read_text()
+    assert "/scratch/<project>/data" in (project / "README.md").read_text()
+    assert_ruff_clean(project)
+
+
 def test_a_cookiecutter_without_hydra_says_how_to_render_the_scripts(default_project, tmp_path):
     """cookiecutter from pipx has no hydra-core: the bake still works and names the one command
     that renders scripts/ after `pip install`; that command writes the default bake's scripts."""
