@@ -212,6 +212,9 @@ def test_an_explicit_cluster_wins_over_detection(monkeypatch):
     monkeypatch.setenv("SLURM_CLUSTER_NAME", "puhti")
     assert add_detected_cluster(["cluster=local", "trainer.max_epochs=1"]) == ["cluster=local", "trainer.max_epochs=1"]
     assert add_detected_cluster(["trainer.max_epochs=1"]) == ["cluster=puhti", "trainer.max_epochs=1"]
+    # after Hydra's options: first, it made `python train.py -m seed=1,2` in a job an override before -m
+    assert add_detected_cluster(["-m", "seed=1,2"]) == ["-m", "cluster=puhti", "seed=1,2"]
+    assert add_detected_cluster(["--cfg", "job"]) == ["--cfg", "job", "cluster=puhti"]
 
 
 @pytest.mark.parametrize("cluster", ["puhti", "lumi", "palmetto"])

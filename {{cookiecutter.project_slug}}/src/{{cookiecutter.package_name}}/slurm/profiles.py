@@ -143,7 +143,8 @@ def detect_cluster(
 
 
 def add_detected_cluster(overrides: list[str]) -> list[str]:
-    """Put `cluster=<detected>` before train.py's overrides when none of them picks a cluster."""
+    """Put `cluster=<detected>` before train.py's overrides when none of them picks a cluster,
+    after Hydra's options (-m, --cfg job), which come first."""
     if any(override.lstrip("+~").split("=")[0] == "cluster" for override in overrides):
         return overrides
     detected = detect_cluster()
@@ -154,4 +155,7 @@ def add_detected_cluster(overrides: list[str]) -> list[str]:
 
     if global_rank() == 0:
         print(f"cluster={name} (detected from {reason}; choose another with cluster=...)", file=sys.stderr)
-    return [f"cluster={name}", *overrides]
+    # Before, it went first: `python train.py -m seed=1,2` in a job was refused as an override after -m.
+    is_override = [not arg.startswith("-") and ("=" in arg or arg.startswith("~")) for arg in overrides]
+    first = is_override.index(True) if True in is_override else len(overrides)
+    return [*overrides[:first], f"cluster={name}", *overrides[first:]]
