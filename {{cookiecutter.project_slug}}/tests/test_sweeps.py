@@ -172,6 +172,20 @@ def test_a_local_sweep_names_each_point_that_did_not_finish_and_runs_the_others(
     assert newest_checkpoint(Path(failed["directory"]))[1] == 8  # 2 epochs of 4 steps
 
 
+def test_a_second_sweep_in_one_slurm_job_is_refused_with_a_folder_of_its_own_as_the_fix(tmp_path):
+    """In a batch job a sweep's folder is the job's (slurm-<job>, which a requeue finds again): a
+    second sweep of the same job would train into the first's points, and is refused."""
+    env = {**project_env(), "SLURM_JOB_ID": "99", "ENVIRONMENT": "BATCH"}  # as in a batch script
+    first = run_sweep(*FAST, f"output_root={tmp_path}", "seed=1,2", env=env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert [path.name for path in (tmp_path / "multirun").iterdir()] == ["slurm-99"]
+    second = run_sweep(*FAST, f"output_root={tmp_path}", "seed=3,4", env=env)
+    assert second.returncode == 2, second.stdout + second.stderr
+    (line,) = [line for line in second.stderr.splitlines() if line.startswith("ERROR: ")]
+    assert line.endswith(f"a folder of its own: hydra.sweep.dir={tmp_path}/multirun/slurm-99-2"), line
+    assert [point["overrides"][-1] for point in summary_of(tmp_path)["points"]] == ["seed=1", "seed=2"]
+
+
 def test_two_sweeps_started_in_one_second_get_their_own_directories(tmp_path):
     """The sweep directory was named by the second alone: two sweeps started together trained their
     points into the same folders. It now holds the process id too, as a single run's does."""
@@ -377,6 +391,38 @@ def test_a_requeued_sweep_job_continues_its_point(local_slurm, tmp_path, requeue
     assert first == (0, 0) and second[1] > 0, (first, second)  # the second start resumed
     (point,) = summary_of(tmp_path)["points"]
     assert point["state"] == "COMPLETED" and newest_checkpoint(Path(point["directory"]))[1] == 24, point
+
+
+def test_a_requeued_job_that_sweeps_on_its_node_continues_the_sweep(local_slurm, tmp_path):
+    """`python train.py -m ...` in a batch script of one's own, the job requeued by Slurm (a node
+    failure: the step killed, no signal to save on). The sweep's folder was named by its start
+    time, so the requeued job began every point again, from scratch, in a new folder. Now it is
+    named by the job: the finished point ends at once, the stopped one resumes."""
+    script = tmp_path / "sweep.sh"
+    script.write_text('#!/bin/bash\n#SBATCH --nodes=1 --ntasks=1 --requeue\nsrun python train.py -m "$@"\n')
+    points = [f"output_root={tmp_path}", "cluster.devices=1", "trainer.max_epochs=4", "seed=1,2"]
+    slow = record_starts(tmp_path / "starts", seconds_per_step=1)  # both points' starts, in order
+    job_id = local_slurm.submit(script, *FAST, *points, *slow, sbatch_options=(f"--partition={local_slurm.partition}",))
+    sweep = tmp_path / "multirun" / f"slurm-{job_id}"
+    stopped = sweep / "1" / "checkpoints" / "last.ckpt"  # the second point's first epoch: 4 of its 16 steps
+    running = ("PENDING", "RUNNING")
+    local_slurm.wait_for(lambda: stopped.exists() or local_slurm.job(job_id)["JobState"] not in running, "", 300)
+    assert stopped.exists(), local_slurm.log(script, job_id)
+    assert local_slurm.kill_step(job_id) == 1
+    local_slurm.wait(job_id, timeout=120)
+    local_slurm.command("scontrol", "requeue", job_id)
+    local_slurm.release_requeued(job_id)
+    info = local_slurm.wait(job_id, timeout=600)
+    log = local_slurm.log(script, job_id)
+    assert info["JobState"] == "COMPLETED", log
+    assert list((tmp_path / "multirun").iterdir()) == [sweep], log
+    # the first point not trained again ("nothing left to do"), the second resumed
+    *started, resumed = starts_of(tmp_path / "starts")
+    assert started == [(0, 0), (0, 0)] and resumed[1] >= 4, starts_of(tmp_path / "starts")
+    assert "Restarted after the training had ended" in log
+    points = yaml.safe_load((sweep / "sweep_summary.yaml").read_text())["points"]
+    assert [point["state"] for point in points] == ["COMPLETED", "COMPLETED"], points
+    assert newest_checkpoint(sweep / "1")[1] == 16
 
 
 def test_ctrl_c_on_a_slurm_sweep_says_that_its_jobs_run_on(local_slurm, tmp_path):

@@ -57,6 +57,18 @@ def _slurm_run_id(env) -> str:
     return env.setdefault("RUN_ID", f"slurm-{job}-{_started()}")
 
 
+def sweep_id() -> str:
+    """A sweep's folder name (hydra.sweep.dir). In a Slurm batch job or job step, the job's run
+    id: a job that Slurm requeues (a node failure, a preemption) runs the sweep again in the same
+    folder, where each finished point ends at once and the stopped one resumes; with the start
+    time it began every point again, from scratch, in a new folder. Elsewhere the start time and
+    process id (typed into an allocation's shell too, as a run's)."""
+    env = os.environ
+    if "SLURM_JOB_ID" in env and (env.get("ENVIRONMENT") == "BATCH" or (env.get("SLURM_STEP_ID") or "").isdigit()):
+        return _slurm_run_id(env)
+    return _started()
+
+
 def default_run_id() -> str:
     """A name for this run that every rank computes identically, and that survives requeues.
 
@@ -98,7 +110,7 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver("default_run_id", default_run_id, replace=True)
     # Like Hydra's ${now:}: cached in the config, so that a sweep's Slurm jobs, which resolve the
     # pickled config again in other processes, find the sweep directory the sweep started.
-    OmegaConf.register_new_resolver("sweep_id", _started, replace=True, use_cache=True)
+    OmegaConf.register_new_resolver("sweep_id", sweep_id, replace=True, use_cache=True)
     OmegaConf.register_new_resolver("hydra_output_subdir", output_subdir, replace=True)
     OmegaConf.register_new_resolver("slurm_job", _slurm_job, replace=True)
     from .command_line import config_groups  # for `--help`: the choices without bases and test-only ones

@@ -173,15 +173,22 @@ def discard_refused_start(run_dir: str | os.PathLike) -> None:
     """For a start refused once the run directory exists (train.py, on a SetupError); in a sweep
     whose first point it is, the sweep's folder too (Hydra wrote multirun.yaml there already)."""
     _discard_this_start(Path(run_dir), this_start_subdir())
-    from hydra.core.hydra_config import HydraConfig
-
-    if global_rank() != 0 or not HydraConfig.initialized() or HydraConfig.get().mode.name != "MULTIRUN":
+    sweep = _sweep_folder()
+    if global_rank() != 0 or sweep is None:
         return
-    sweep = Path(HydraConfig.get().sweep.dir)
     if sweep.is_dir() and [path.name for path in sweep.iterdir()] == ["multirun.yaml"]:
         shutil.rmtree(sweep)
         if not any(sweep.parent.iterdir()):  # <output_root>/multirun, made for it
             sweep.parent.rmdir()
+
+
+def _sweep_folder() -> Path | None:
+    """hydra.sweep.dir in a multirun's point, else None."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode.name != "MULTIRUN":
+        return None
+    return Path(HydraConfig.get().sweep.dir)
 
 
 def _discard_this_start(run_dir: Path, subdir: str | None) -> None:
@@ -210,10 +217,12 @@ def checkpoint_to_resume(ckpt_path: str | None, run_dir: Path, subdir: str | Non
     resume = resume_command(run_dir)
     problem = None
     if ckpt_path is None and newest and not restarted():
+        fresh = "start fresh with another run_id=... (default: a new one per start)"
+        if (sweep := _sweep_folder()) is not None:  # a second sweep in one Slurm job: the same slurm-<job>
+            fresh = f"give this sweep a folder of its own: hydra.sweep.dir={shown(sweep)}-2"
         problem = (
             f"run directory {shown(run_dir)} already holds checkpoints (newest: {shown(newest[0])}, step {newest[1]}), "
-            f"and a new run would overwrite them. Fix: resume it with `{resume}` (or ckpt_path=last), "
-            f"or start fresh with another run_id=... (default: a new one per start)"
+            f"and a new run would overwrite them. Fix: resume it with `{resume}` (or ckpt_path=last), or {fresh}"
         )
     elif ckpt_path == "last" and not newest and not restarted():
         problem = (
