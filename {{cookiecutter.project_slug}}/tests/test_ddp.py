@@ -1,11 +1,14 @@
 """DDP on 2 CPU processes (gloo) through each way of starting them."""
 
+import argparse
+import os
 import re
 import signal
 import subprocess
 import sys
 
 import pytest
+from torch.distributed.elastic.multiprocessing.api import SignalException
 
 from tests.helpers import (
     FAST,
@@ -95,6 +98,29 @@ def test_torchrun_stopped_by_sigterm_waits_for_the_save_and_exits_143_with_one_l
     # The command that resumes it starts torchrun again (before, it named `python train.py`: one process).
     again = " ".join(["python", *torchrun[1:], str(PROJECT / "train.py"), f"resume={run}"])
     assert f"Resume: {again}" in stderr, stderr
+
+
+def test_torchrun_exits_as_the_signal_says_also_when_torch_fails_while_it_handles_it(monkeypatch, capsys):
+    """Seen once in CI: SIGTERM reached torchrun's agent before the timer of torch's metrics
+    wrapper started, which then raised UnboundLocalError while it handled the SignalException:
+    a traceback and exit 1, though the workers had saved and exited 143."""
+    from {{ cookiecutter.package_name }} import torchrun
+
+    def main():
+        try:
+            raise SignalException("Process 1 got signal: 15", sigval=signal.SIGTERM)
+        except SignalException:
+            raise UnboundLocalError("cannot access local variable 'start'") from None
+
+    monkeypatch.setattr(torchrun, "main", main)
+    monkeypatch.setattr(sys, "argv", ["torchrun", "--nproc_per_node=2", "train.py"])
+    monkeypatch.setattr(argparse.ArgumentParser, "error", argparse.ArgumentParser.error)  # run() replaces it
+    for name in ("RESTART_COMMAND", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"):  # run() sets them
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    with pytest.raises(SystemExit) as end:
+        torchrun.run()
+    assert end.value.code == 143
+    assert capsys.readouterr().err == "torchrun: stopped by SIGTERM, which it passed on to its workers\n"
 
 
 @pytest.mark.parametrize(

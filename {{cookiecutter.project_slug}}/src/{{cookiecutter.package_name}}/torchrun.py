@@ -56,16 +56,28 @@ def run() -> None:
     os.environ.setdefault("RESTART_COMMAND", shlex.join(launch))
     try:
         main()
-    except SignalException as stop:
-        name = signal.Signals(stop.sigval).name
-        print(f"torchrun: stopped by {name}, which it passed on to its workers", file=sys.stderr)
-        sys.exit(128 + stop.sigval)
     except ChildFailedError as failed:  # the worker's own output above says why
         rank, failure = failed.get_first_failure()
         code = failure.exitcode if failure.exitcode > 0 else 128 - failure.exitcode  # -N: killed by signal N
         how = f"was killed by {failure.signal_name()}" if failure.exitcode < 0 else f"exited {failure.exitcode}"
         print(f"torchrun: the worker of rank {rank} {how} first (its lines above say why)", file=sys.stderr)
         sys.exit(code)
+    except Exception as error:
+        stop = signal_behind(error)
+        if stop is None:
+            raise
+        name = signal.Signals(stop.sigval).name
+        print(f"torchrun: stopped by {name}, which it passed on to its workers", file=sys.stderr)
+        sys.exit(128 + stop.sigval)
+
+
+def signal_behind(error: BaseException | None) -> SignalException | None:
+    """The SignalException, also behind an error that torch raised while it handled one: its
+    metrics wrapper raises UnboundLocalError when the signal comes before its timer started (seen
+    once in CI: a traceback and exit 1, though the workers had saved)."""
+    while error is not None and not isinstance(error, SignalException):
+        error = error.__context__
+    return error
 
 
 if __name__ == "__main__":
