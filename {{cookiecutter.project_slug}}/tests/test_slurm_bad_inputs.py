@@ -50,6 +50,7 @@ BAD_INPUTS = [
     # partition limits: sbatch refused these only once submitted (Mahti's gputest takes one node)
     (["cluster=mahti", "nodes=2", "test=true"], "(gputest) takes at most 1 node(s). Fix: nodes=1, or leave test out"),
     (["cluster=puhti", "nodes=21"], "takes 21 x 4 GPUs (at most 20 nodes). Fix: nodes=20 or fewer, or cluster.slurm"),
+    (["cluster=puhti", "nodes=2", "cluster.slurm.partitions=[{name: gpu, max_gpus: 4}]"], "Fix: fewer GPUs, or "),
     (["cluster=puhti", "cluster.slurm.test_max_nodes=0"], "cluster.slurm.test_max_nodes=0: a count from 1 or null"),
     # extra #SBATCH options: one word each, by long name, none that another key sets
     (["cluster=puhti", "+cluster.slurm.sbatch.time=1"], "sbatch.time=1: --time comes from cluster.slurm.time"),

@@ -124,10 +124,11 @@ def partition(job: Job) -> str | None:
         if fits(rule, job):
             return rule["name"]
     if rules:
-        most = max((rule.get("max_nodes") or 0 for rule in rules), default=0)
+        most = max((rule["max_nodes"] for rule in rules if rule.get("max_nodes")), default=job.nodes)
+        fewer = f" (at most {most} nodes). Fix: nodes={most} or fewer" if job.nodes > most else ". Fix: fewer GPUs"
         raise ProfileError(
-            f"nodes={job.nodes}: no partition of cluster={job.cluster['name']} takes {job.nodes} x {job.gpus} GPUs "
-            f"(at most {most} nodes). Fix: nodes={most} or fewer, or cluster.slurm.partition=NAME"
+            f"nodes={job.nodes}: no partition of cluster={job.cluster['name']} takes {job.nodes} x {job.gpus} GPUs"
+            f"{fewer}, or cluster.slurm.partition=NAME"
         )
     return None
 
