@@ -174,15 +174,22 @@ def test_a_local_sweep_names_each_point_that_did_not_finish_and_runs_the_others(
 
 def test_a_second_sweep_in_one_slurm_job_is_refused_with_a_folder_of_its_own_as_the_fix(tmp_path):
     """In a batch job a sweep's folder is the job's (slurm-<job>, which a requeue finds again): a
-    second sweep of the same job would train into the first's points, and is refused."""
+    second sweep of the same job would train into the first's points, and is refused before Hydra
+    rewrites the first's multirun.yaml; the same sweep again (not requeued) at its first point."""
     env = {**project_env(), "SLURM_JOB_ID": "99", "ENVIRONMENT": "BATCH"}  # as in a batch script
     first = run_sweep(*FAST, f"output_root={tmp_path}", "seed=1,2", env=env)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert [path.name for path in (tmp_path / "multirun").iterdir()] == ["slurm-99"]
-    second = run_sweep(*FAST, f"output_root={tmp_path}", "seed=3,4", env=env)
-    assert second.returncode == 2, second.stdout + second.stderr
-    (line,) = [line for line in second.stderr.splitlines() if line.startswith("ERROR: ")]
-    assert line.endswith(f"a folder of its own: hydra.sweep.dir={tmp_path}/multirun/slurm-99-2"), line
+    sweep = tmp_path / "multirun" / "slurm-99"
+    assert [path.name for path in sweep.parent.iterdir()] == ["slurm-99"]
+    record = (sweep / "multirun.yaml").read_text()
+    (sweep.parent / "slurm-99-2").mkdir()  # taken: the fix names the next free folder
+    for points in ("seed=3,4", "seed=1,2"):
+        second = run_sweep(*FAST, f"output_root={tmp_path}", points, env=env)
+        assert second.returncode == 2, second.stdout + second.stderr
+        (line,) = [line for line in second.stderr.splitlines() if line.startswith("ERROR: ")]
+        assert line.endswith(f"a folder of its own: hydra.sweep.dir={sweep}-3"), line
+        assert ("holds another sweep (" in line and "seed=1,2" in line) == (points == "seed=3,4"), line
+        assert (sweep / "multirun.yaml").read_text() == record
     assert [point["overrides"][-1] for point in summary_of(tmp_path)["points"]] == ["seed=1", "seed=2"]
 
 

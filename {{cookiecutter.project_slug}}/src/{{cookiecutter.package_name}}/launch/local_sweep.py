@@ -24,7 +24,7 @@ from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.core.utils import JobReturn, JobStatus
 
 from .run_directory import resume_command, shown
-from .sweeps import end_unfinished, point_summary
+from .sweeps import check_sweep_folder, end_unfinished, point_summary
 
 
 class PointRefused(Exception):
@@ -33,6 +33,7 @@ class PointRefused(Exception):
 
 class LocalSweepLauncher(BasicLauncher):
     def setup(self, *, hydra_context, task_function, config) -> None:
+        check_sweep_folder(config)
         self.points_started = 0
         super().setup(hydra_context=hydra_context, task_function=self._point(task_function), config=config)
 

@@ -182,6 +182,12 @@ def discard_refused_start(run_dir: str | os.PathLike) -> None:
             sweep.parent.rmdir()
 
 
+def fresh_sweep_folder(sweep: Path) -> str:
+    """The fix for a sweep that would train into another sweep's folder."""
+    free = next(f"{sweep}-{n}" for n in range(2, 1000) if not Path(f"{sweep}-{n}").exists())
+    return f"give this sweep a folder of its own: hydra.sweep.dir={shown(Path(free))}"
+
+
 def _sweep_folder() -> Path | None:
     """hydra.sweep.dir in a multirun's point, else None."""
     from hydra.core.hydra_config import HydraConfig
@@ -219,7 +225,7 @@ def checkpoint_to_resume(ckpt_path: str | None, run_dir: Path, subdir: str | Non
     if ckpt_path is None and newest and not restarted():
         fresh = "start fresh with another run_id=... (default: a new one per start)"
         if (sweep := _sweep_folder()) is not None:  # a second sweep in one Slurm job: the same slurm-<job>
-            fresh = f"give this sweep a folder of its own: hydra.sweep.dir={shown(sweep)}-2"
+            fresh = fresh_sweep_folder(sweep)
         problem = (
             f"run directory {shown(run_dir)} already holds checkpoints (newest: {shown(newest[0])}, step {newest[1]}), "
             f"and a new run would overwrite them. Fix: resume it with `{resume}` (or ckpt_path=last), or {fresh}"

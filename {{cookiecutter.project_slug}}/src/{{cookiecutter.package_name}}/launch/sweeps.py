@@ -16,10 +16,11 @@ import yaml
 from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from .command_line import stop
 from .errors import SetupError
-from .run_directory import shown
+from .run_directory import fresh_sweep_folder, shown
 
 SUMMARY = "sweep_summary.yaml"
 
@@ -89,6 +90,20 @@ def end_unfinished(sweep_dir: Path, points: list[dict]) -> NoReturn:
     print(f"ERROR: {unfinished} of {len(points)} points of the sweep did not finish (above). Summary: {shown(summary)}",
           file=sys.stderr)  # fmt: skip
     sys.exit(1)
+
+
+def check_sweep_folder(config: DictConfig) -> None:
+    """The launchers' setup, before Hydra writes <hydra.sweep.dir>/multirun.yaml: one line, exit 2,
+    for a sweep into another sweep's folder (other overrides), whose points it would train into and
+    whose record it would overwrite. That folder is the Slurm job's for every sweep in a job (so that
+    a requeue finds it), or a hydra.sweep.dir= given again. The same sweep again (a requeue) goes on."""
+    sweep_dir = Path(str(config.hydra.sweep.dir))
+    if not (sweep_dir / "multirun.yaml").is_file():
+        return
+    earlier = list(OmegaConf.load(sweep_dir / "multirun.yaml").hydra.overrides.task)
+    if earlier != list(config.hydra.overrides.task):
+        stop(f"hydra.sweep.dir={shown(sweep_dir)} holds another sweep ({' '.join(earlier) or 'no overrides'}), "
+             f"whose points this one would train into. Fix: {fresh_sweep_folder(sweep_dir)}")  # fmt: skip
 
 
 def check_multirun(cfg: DictConfig) -> None:

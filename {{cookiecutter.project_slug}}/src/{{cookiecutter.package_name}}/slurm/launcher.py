@@ -26,13 +26,17 @@ from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLaunche
 from omegaconf import OmegaConf
 
 from ..launch.run_directory import resume_command, shown
-from ..launch.sweeps import end_unfinished, point_summary
+from ..launch.sweeps import check_sweep_folder, end_unfinished, point_summary
 
 log = logging.getLogger(__name__)
 OWN = ("submitit_folder", "max_num_timeout")  # the executor's, not the jobs' parameters
 
 
 class SlurmSweepLauncher(SlurmLauncher):
+    def setup(self, *, hydra_context, task_function, config) -> None:
+        check_sweep_folder(config)
+        super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
+
     def __call__(self, *args, **kwargs) -> JobReturn:
         """In each rank of a point's job (see the module's note)."""
         result = super().__call__(*args, **kwargs)
