@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import pytorch_lightning as pl
 import torch
 import yaml
 from hydra import compose, initialize_config_dir
@@ -170,6 +171,49 @@ def test_a_local_sweep_names_each_point_that_did_not_finish_and_runs_the_others(
     resumed = subprocess.run(command, cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert newest_checkpoint(Path(failed["directory"]))[1] == 8  # 2 epochs of 4 steps
+
+
+class SignalAtStep(pl.Callback):
+    """Test-only: a signal to this process at a training step's end; step -1: as the Trainer is
+    built, before training (`step=100`: never, in these short points)."""
+
+    def __init__(self, step: int, signum: int):
+        self.step, self.signum = step, signum
+        if step == -1:
+            os.kill(os.getpid(), signum)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step == self.step:
+            os.kill(os.getpid(), self.signum)
+
+
+@pytest.mark.parametrize(
+    ("stop_step", "signum", "code"), [(2, signal.SIGTERM, 143), (-1, signal.SIGINT, 130)], ids=["sigterm", "ctrl-c"]
+)
+def test_a_stopped_local_sweep_names_the_points_that_did_not_train(tmp_path, stop_step, signum, code):
+    """A local sweep stopped in its second point (SIGTERM mid-point, or Ctrl-C before it trained)
+    named only that point; the later ones were not named anywhere. Now each point that did not
+    train has a line with its command, the summary says PENDING, and the exit code is the stop's."""
+    stop = [f"+callbacks.stop._target_={__name__}.SignalAtStep", f"+callbacks.stop.signum={int(signum)}"]
+    result = run_sweep(*FAST, f"output_root={tmp_path}", *stop, f"+callbacks.stop.step=100,{stop_step},100")
+    output = result.stdout + result.stderr
+    assert result.returncode == code, output
+    assert "Traceback" not in result.stderr, output
+    points = summary_of(tmp_path)["points"]
+    pending = [point for point in points if point["state"] == "PENDING"]
+    expected = [2] if stop_step > 0 else [1, 2]
+    assert points[0]["state"] == "COMPLETED" and [point["num"] for point in pending] == expected, points
+    for point in pending:
+        again = shlex.join(["python", "train.py", *point["overrides"]])
+        assert point["continue"] == f"Again: {again}", point
+        assert f"Point {point['num']} did not train. Again: {again}\n" in result.stderr, output
+    if stop_step > 0:
+        assert points[1]["state"] == "STOPPED" and points[1]["continue"].startswith("Resume: python train.py resume=")
+        assert f"Stopped by SIGTERM at step 2: saved {points[1]['directory']}" in result.stderr, output
+    else:
+        assert not (Path(points[0]["directory"]).parent / "1").exists()  # train.py removed the start
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"The sweep was stopped (exit {code}): {len(pending)} of 3 points did not train"), last
 
 
 def test_a_second_sweep_in_one_slurm_job_is_refused_with_a_folder_of_its_own_as_the_fix(tmp_path):
