@@ -69,7 +69,7 @@ def refused_plain(tmp_path, *overrides: str) -> str:
     command = [sys.executable, "train.py", *FAST, *PLAIN, f"output_root={tmp_path}", *overrides]
     result = subprocess.run(command, cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stdout + result.stderr
-    assert not list(tmp_path.rglob("*.ckpt")), "refused before the first training step"
+    assert not list(tmp_path.iterdir()), "refused before the first training step: nothing made"
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("ERROR: ")]
     return line
 
@@ -77,11 +77,22 @@ def refused_plain(tmp_path, *overrides: str) -> str:
 def test_a_checkpoint_that_monitors_a_metric_validation_does_not_log_is_refused_before_training(tmp_path):
     """The plain model logs val/loss: monitored as val_loss (how many models spell it), Lightning
     stopped after the first epoch's validation with a traceback, and nothing was saved."""
-    line = refused_plain(tmp_path, "callbacks.checkpoint.monitor=val_loss", "trainer.num_sanity_val_steps=1")
+    # (the loggers had begun: their first files were left in the run's folder)
+    overrides = ["callbacks.checkpoint.monitor=val_loss", "trainer.num_sanity_val_steps=1", "logger=tensorboard"]
+    line = refused_plain(tmp_path, *overrides)
     assert line.startswith(
         "ERROR: callbacks.checkpoint.monitor=val_loss: the model's validation logs no such metric (it logs val/loss)"
     ), line
     assert "Fix: callbacks.checkpoint.monitor=<a metric it logs>, or self.log('val_loss', ...)" in line, line
+    # a resume refused so leaves its run's folder as it was (TensorBoard had begun a file of its own);
+    # resume= finds model=plain through the start's hydra.searchpath (before: "no such choice")
+    run = tmp_path / "run"
+    run_train(*FAST, *PLAIN, f"output_root={tmp_path}", f"run_id={run.name}", "logger=tensorboard")
+    files = sorted(run.rglob("*"))
+    resume = [sys.executable, "train.py", f"resume={run}", "trainer.max_epochs=2", *overrides]
+    result = subprocess.run(resume, cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and line in result.stderr, result.stdout + result.stderr
+    assert sorted(run.rglob("*")) == files
 
 
 def test_testing_after_fit_a_model_without_a_test_step_is_refused_before_training(tmp_path):

@@ -31,7 +31,14 @@ from .launch.resume_checks import (
     check_time_left,
     training_ended,
 )
-from .launch.run_directory import checkpoint_to_resume, release, shown, this_start_subdir
+from .launch.run_directory import (
+    checkpoint_to_resume,
+    paths_in,
+    release,
+    remove_made_since,
+    shown,
+    this_start_subdir,
+)
 from .launch.warnings import quiet_benign_messages
 from .speed import compiled, set_matmul_precision, trains_on_gpu
 
@@ -111,10 +118,15 @@ def run(cfg: DictConfig) -> pl.Trainer:
     check_environment(cfg)
     quiet_benign_messages()
     ckpt_path = resume_from(cfg)  # from here rank 0 holds the run directory: no other start trains in it
+    run_dir = Path(cfg.output_dir)
+    before = paths_in(run_dir)
     try:
         return train(cfg, ckpt_path)
+    except SetupError:  # refused before training; the loggers' first files too (train.py removes the rest)
+        remove_made_since(run_dir, before)
+        raise
     finally:
-        release(Path(cfg.output_dir))
+        release(run_dir)
 
 
 def train(cfg: DictConfig, ckpt_path: str | None) -> pl.Trainer:

@@ -100,7 +100,8 @@ def resume_overrides(argv: list[str]) -> list[str]:
     from ..callbacks.checkpoints import newest_checkpoint
 
     newest = newest_checkpoint(run_dir)  # read once, for both uses below
-    saved = [arg for arg in yaml.safe_load(_record_of_newest_checkpoint(newest, records).read_text()) or []]
+    record = _record_of_newest_checkpoint(newest, records)
+    saved = [*(yaml.safe_load(record.read_text()) or []), *_config_search_path(record)]
     # A key the start added (+key=...) exists only through that override: a new value keeps the +.
     added = {_key(arg) for arg in saved if arg.startswith("+") and not arg.startswith("++")}
     new = [_still_added(arg) if _key(arg) in added else arg for arg in new]
@@ -123,6 +124,16 @@ def resume_overrides(argv: list[str]) -> list[str]:
         place["ckpt_path"] = None
     placed = [f"{key}={'null' if value is None else _hydra_value(value)}" for key, value in place.items()]
     return [*options, *saved, *placed, *[arg for arg in new if arg not in options and _key(arg) not in mine]]
+
+
+def _config_search_path(record: Path) -> list[str]:
+    """That start's hydra.searchpath=... (a Hydra override, recorded in hydra.yaml, not in
+    overrides.yaml): where its config files of the user's own (model=..., data=...) were found."""
+    hydra = record.with_name("hydra.yaml")
+    if not hydra.is_file():
+        return []
+    overrides = yaml.safe_load(hydra.read_text())["hydra"]["overrides"]["hydra"] or []
+    return [arg for arg in overrides if _key(arg) == "hydra.searchpath"]
 
 
 def _still_added(arg: str) -> str:
@@ -195,6 +206,26 @@ def _sweep_folder() -> Path | None:
     if not HydraConfig.initialized() or HydraConfig.get().mode.name != "MULTIRUN":
         return None
     return Path(HydraConfig.get().sweep.dir)
+
+
+def paths_in(run_dir: Path) -> set[Path]:
+    return set(run_dir.rglob("*")) if run_dir.is_dir() else set()
+
+
+def remove_made_since(run_dir: Path, before: set[Path]) -> None:
+    """For a start refused after the loggers began (the sanity check's monitored metrics): the
+    files they made since `before` (paths_in), the run's checkpoints aside. Nothing had trained."""
+    if global_rank() != 0:
+        return
+    made = sorted(paths_in(run_dir) - before, reverse=True)  # a folder after what it holds
+    for path in made:
+        if "checkpoints" in path.relative_to(run_dir).parts:
+            continue
+        if path.is_dir() and not path.is_symlink():
+            if not any(path.iterdir()):
+                path.rmdir()
+        else:
+            path.unlink(missing_ok=True)
 
 
 def _discard_this_start(run_dir: Path, subdir: str | None) -> None:
