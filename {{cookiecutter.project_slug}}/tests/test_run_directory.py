@@ -6,6 +6,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -951,6 +952,29 @@ def test_a_checkpoint_that_cannot_be_written_leaves_the_earlier_whole_and_no_par
     with pytest.raises(CheckpointNotWritten, match=r"last.ckpt could not be written at step 8: No space left on dev"):
         io.save_checkpoint({"global_step": 8}, last)
     assert step_of(last) == 4 and sorted(p.name for p in last.parent.iterdir()) == ["last.ckpt"]
+
+
+def test_after_a_background_write_failed_nothing_asked_after_it_is_done(tmp_path, monkeypatch):
+    """On a full disk the new best's write failed, and the removal of the old best, queued behind
+    it, still ran: the run was left without a best checkpoint (last.ckpt named one never written)."""
+    old_best = tmp_path / "checkpoints" / "epoch=0-step=4.ckpt"
+    io = ForwardOnlyCheckpointIO(in_background=True)
+    io.save_checkpoint({"global_step": 4}, old_best)
+    io.wait()
+    asked = threading.Event()
+
+    def fails_once_all_is_asked(checkpoint, file):
+        asked.wait(timeout=60)
+        disk_full_save()
+
+    monkeypatch.setattr(torch, "save", fails_once_all_is_asked)
+    io.save_checkpoint({"global_step": 8}, old_best.with_name("epoch=1-step=8.ckpt"))
+    io.remove_checkpoint(old_best)
+    asked.set()
+    with pytest.raises(CheckpointNotWritten, match=r"epoch=1-step=8.ckpt could not be written at step 8"):
+        io.wait()
+    io.teardown()
+    assert step_of(old_best) == 4 and [path.name for path in old_best.parent.iterdir()] == [old_best.name]
 
 
 def test_train_py_stops_with_one_line_where_a_checkpoint_cannot_be_written(tmp_path):

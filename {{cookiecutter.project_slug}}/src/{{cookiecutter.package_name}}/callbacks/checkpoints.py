@@ -103,6 +103,7 @@ class ForwardOnlyCheckpointIO(TorchCheckpointIO):
         self.in_background = in_background
         self._writer: ThreadPoolExecutor | None = None
         self._pending: list[Future] = []
+        self._failed = False  # a background write failed: what was asked after it is not done
 
     def save_checkpoint(self, checkpoint, path, storage_options=None):
         if "://" in str(path):  # a remote file system: Lightning's own way
@@ -136,7 +137,19 @@ class ForwardOnlyCheckpointIO(TorchCheckpointIO):
             done.result()  # an earlier write failed: say so now, not at the end of training
         if self._writer is None:
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-writer")
-        self._pending.append(self._writer.submit(function, *args))
+        self._pending.append(self._writer.submit(self._unless_failed, function, *args))
+
+    def _unless_failed(self, function, *args):
+        """In the writer thread, in order: after a failed write nothing more is done. The removal
+        of the old best, asked for after the new best's write, would leave the run without a best
+        checkpoint; a later last.ckpt would name a best that was never written."""
+        if self._failed:
+            return
+        try:
+            function(*args)
+        except BaseException:
+            self._failed = True
+            raise
 
     def _write(self, checkpoint, path: Path, arrived: torch.cuda.Event | None = None):
         step = int(checkpoint.get("global_step", -1))
