@@ -92,3 +92,17 @@ def test_a_save_after_the_batch_a_validation_follows_resumes_with_that_validatio
     last = torch.load(tmp_path / "second" / "checkpoints" / "last.ckpt", weights_only=False)
     assert (last["epoch"], last["global_step"]) == (1, 8), "training steps lost or trained twice"
     assert list((tmp_path / "second" / "checkpoints").glob("epoch=*.ckpt")), "no best checkpoint"
+
+
+def test_a_run_ended_by_max_steps_mid_epoch_resumes_the_rest_of_that_epoch(tmp_path):
+    """trainer.max_steps (or max_time) can end the training in the middle of an epoch. Its last.ckpt
+    counted that epoch as done: a resume with a larger limit skipped the rest of the epoch, its
+    validation and its best checkpoint, and ended at max_epochs 2 steps short here."""
+    common = [*FAST, f"output_root={tmp_path}", "run_id=limited", "trainer.max_epochs=2"]
+    validations = tmp_path / "validations.txt"
+    run_train(*common, "+trainer.max_steps=2")
+    run_train(*common, "ckpt_path=last", *record_starts(tmp_path), *record_validations(validations, 0))
+    assert starts_of(tmp_path) == [(0, 2)]
+    assert validations.read_text().split() == ["0", "1"]
+    last = torch.load(tmp_path / "limited" / "checkpoints" / "last.ckpt", weights_only=False)
+    assert (last["epoch"], last["global_step"]) == (1, 8), "2 epochs of 4 steps"

@@ -7,7 +7,9 @@ of a training or a validation batch. Lightning 2.6 resumes three such points wro
 - after an epoch's last batch where none follows: it skips the next epoch's start (its
   progress counters and on_train_epoch_start), and a checkpoint written later in that epoch
   resumes with a whole epoch lost, or with batches trained twice;
-- at a validation batch's end: it skips the rest of that validation.
+- at a validation batch's end: it skips the rest of that validation;
+- at the training's end in the middle of an epoch (trainer.max_steps or max_time reached): it
+  counts that epoch as done, and a resume with a larger limit skips the rest of that epoch.
 Two forms it does resume whole: a validation cut off inside its first batch (it runs that
 validation again from its start; the batches' results are not saved, so it must start over),
 and an epoch's end. Each save is written in one of them.
@@ -29,6 +31,11 @@ class BatchEndSavesResumeWhole(pl.Callback):
             elif batches.completed == trainer.num_training_batches - 1:
                 batch_completed(fit_loop)
                 epoch_processed(fit_loop)
+        elif trainer.training and fit_loop["epoch_progress"]["current"]["processed"] > fit_loop["epoch_progress"][
+            "current"
+        ]["completed"] and batches.completed < trainer.num_training_batches:  # the training's end, mid-epoch
+            batch_completed(fit_loop, by=-1)  # as saved at that batch's end, which resumes whole
+            epoch_processed(fit_loop, by=-1)
         elif trainer.validating and inside_a_validation(validation):
             before = validation.total.completed - validation.current.completed
             validation_cut_off_at_its_start(fit_loop, before=before)
@@ -40,17 +47,18 @@ def inside_a_validation(progress) -> bool:
     return not progress.is_last_batch or progress.current.processed > progress.current.completed
 
 
-def batch_completed(fit_loop: dict) -> None:
-    """The counters of a save in on_train_batch_end, moved to those after it: the batch completed."""
+def batch_completed(fit_loop: dict, by: int = 1) -> None:
+    """The counters of a save in on_train_batch_end, moved to those after it: the batch completed
+    (by=-1: back)."""
     for counts in ("total", "current"):
-        fit_loop["epoch_loop.batch_progress"][counts]["completed"] += 1
+        fit_loop["epoch_loop.batch_progress"][counts]["completed"] += by
 
 
-def epoch_processed(fit_loop: dict) -> None:
-    """...and to those of a save in on_train_epoch_end: the epoch processed."""
+def epoch_processed(fit_loop: dict, by: int = 1) -> None:
+    """...and to those of a save in on_train_epoch_end: the epoch processed (by=-1: back)."""
     for counts in ("total", "current"):
-        fit_loop["epoch_progress"][counts]["processed"] += 1
-    fit_loop["epoch_loop.state_dict"]["_batches_that_stepped"] += 1
+        fit_loop["epoch_progress"][counts]["processed"] += by
+    fit_loop["epoch_loop.state_dict"]["_batches_that_stepped"] += by
 
 
 def validation_cut_off_at_its_start(fit_loop: dict, before: int) -> None:
