@@ -24,6 +24,7 @@ class BatchEndSavesResumeWhole(pl.Callback):
             return
         fit_loop, epoch_loop = checkpoint["loops"]["fit_loop"], trainer.fit_loop.epoch_loop
         batches, validation = epoch_loop.batch_progress.current, epoch_loop.val_loop.batch_progress
+        epochs = trainer.fit_loop.epoch_progress.current
         if trainer.training and batches.completed == batches.ready - 1:  # in on_train_batch_end
             if epoch_loop._should_check_val_fx(trainer.fit_loop._data_fetcher):  # Lightning validates next
                 batch_completed(fit_loop)
@@ -31,14 +32,17 @@ class BatchEndSavesResumeWhole(pl.Callback):
             elif batches.completed == trainer.num_training_batches - 1:
                 batch_completed(fit_loop)
                 epoch_processed(fit_loop)
-        elif trainer.training and fit_loop["epoch_progress"]["current"]["processed"] > fit_loop["epoch_progress"][
-            "current"
-        ]["completed"] and batches.completed < trainer.num_training_batches:  # the training's end, mid-epoch
+        elif trainer.training and epochs.processed > epochs.completed and not epoch_end(trainer, batches):
+            # at the training's end (max_steps, max_time) in the middle of an epoch
             batch_completed(fit_loop, by=-1)  # as saved at that batch's end, which resumes whole
             epoch_processed(fit_loop, by=-1)
         elif trainer.validating and inside_a_validation(validation):
             before = validation.total.completed - validation.current.completed
             validation_cut_off_at_its_start(fit_loop, before=before)
+
+
+def epoch_end(trainer, batches) -> bool:
+    return batches.completed >= trainer.num_training_batches
 
 
 def inside_a_validation(progress) -> bool:
