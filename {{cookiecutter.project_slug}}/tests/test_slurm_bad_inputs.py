@@ -29,6 +29,7 @@ BAD_INPUTS = [
     (["cluster=puhti", "strategy=horovod", "launcher=torchrun"], "strategy=horovod"),
     (["cluster=puhti", "strategy=nope"], "strategy=nope"),
     (["cluster=nowhere"], "cluster=nowhere"),
+    (["cluster=puthi"], "choose one of: generic, local, lumi, mahti, narvi, palmetto, puhti. Fix: cluster=puhti"),
     (["cluster=local"], "cluster=local has no Slurm"),
     (["cluster=puhti", "nodes"], "'nodes'"),
     (["cluster=puhti", "colour=red"], "'colour=red'"),

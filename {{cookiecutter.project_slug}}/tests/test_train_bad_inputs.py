@@ -126,7 +126,12 @@ BAD_VALUES = [
     (["cluster=_base"], "cluster=_base: a base of the other cluster choices, not one itself; allowed: generic"),
     (["hydra/launcher=foo"], "hydra/launcher=foo: no such choice of hydra/launcher; allowed: basic"),
     (["experiment=nope"], "experiment=nope: no such choice of experiment; allowed: mnist_autoencoder, smoke"),
-    (["model=resnet"], "model=resnet: no such choice of model; allowed: autoencoder, cnn"),
+    (["model=resnet"], "model=resnet: no such choice of model; allowed: autoencoder, cnn. Fix: model=<one of those>"),
+    # the fix is the closest choice, not the first (cluster=puthi was told cluster=generic)
+    (["cluster=puthi"], "allowed: generic, local, lumi, mahti, narvi, palmetto, puhti. Fix: cluster=puhti"),
+    (["strategy=DDP"], "strategy=DDP: no such choice of strategy; allowed: auto, ddp"),
+    (["strategy=deepsped_stage_2"], "Fix: strategy=deepspeed_stage_2"),
+    (["logger=tensorbord"], "Fix: logger=tensorboard"),
     (["logger=null"], "logger=null: logger is a config group and takes one of its choices: csv, tensorboard, wandb"),
     (["strategy=null"], "strategy=null: strategy is a config group and takes one of its choices: auto, ddp"),
     (["trainer.max_epohcs=3"], "trainer.max_epohcs=3: no such key in the config. Fix: did you mean trainer.max_epochs"),

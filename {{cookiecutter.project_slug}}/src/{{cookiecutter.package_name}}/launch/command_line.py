@@ -39,6 +39,13 @@ def config_groups() -> str:
     return "\n".join(f"{group}: {', '.join(choices(group))}" for group in sorted(groups) if choices(group))
 
 
+def choice_fix(group: str, name: str, allowed: list[str]) -> str:
+    """The fix for a choice that is not one: the closest (cluster=puthi: cluster=puhti; DDP: ddp)."""
+    by_case = {choice.lower(): choice for choice in allowed}
+    close = difflib.get_close_matches(str(name).lower(), list(by_case), n=1, cutoff=0.6)
+    return f"{group}={by_case[close[0]]}" if close else f"{group}=<one of those>"
+
+
 def one_line(message: str) -> str:
     return " ".join(line.strip() for line in message.strip().splitlines() if line.strip())
 
@@ -202,7 +209,7 @@ def _check_choices(cfg) -> None:
             allowed = choices(group)
             raise SetupError(
                 f"{group}={name}: a base of the other {group} choices, not one itself; allowed: "
-                f"{', '.join(allowed)}. Fix: e.g. {group}={allowed[0]}"
+                f"{', '.join(allowed)}. Fix: {choice_fix(group, name.lstrip('_'), allowed)}"
             )
 
 
@@ -220,7 +227,7 @@ def _unknown_choice(error, overrides: list[str]) -> str:
     allowed = sorted(option for option in error.options or [] if not option.startswith("_") and option not in HIDDEN)
     if group and allowed:
         listed = ", ".join(allowed)
-        return f"{group}={name}: no such choice of {group}; allowed: {listed}. Fix: e.g. {group}={allowed[0]}"
+        return f"{group}={name}: no such choice of {group}; allowed: {listed}. Fix: {choice_fix(group, name, allowed)}"
     if not group or not (CONFIGS / group).is_dir():
         groups = sorted(path.name for path in CONFIGS.iterdir() if path.is_dir() and choices(path.name))
         return (

@@ -45,10 +45,11 @@ def load(group: str, name: str, configs: Path = CONFIGS, overrides: list[str] = 
     """configs/<group>/<name>.yaml as Hydra composes it, with `KEY=VALUE` overrides of its keys
     (`+KEY=VALUE` adds a key, `~KEY` removes one), as plain data."""
     if name not in choices(group, configs):
-        from ..launch.command_line import HIDDEN  # the tests' own profile: not offered
+        from ..launch.command_line import HIDDEN, choice_fix  # HIDDEN: the tests' own profile, not offered
 
         offered = [choice for choice in choices(group, configs) if choice not in HIDDEN]
-        raise ProfileError(f"{group}={name} does not exist; choose one of: {', '.join(offered)}")
+        fix = choice_fix(group, name, offered)
+        raise ProfileError(f"{group}={name} does not exist; choose one of: {', '.join(offered)}. Fix: {fix}")
     for override in overrides:
         check_parses(group, override)
     try:
