@@ -134,6 +134,9 @@ BAD_VALUES = [
     (["logger=tensorbord"], "Fix: logger=tensorboard"),
     (["logger=null"], "logger=null: logger is a config group and takes one of its choices: csv, tensorboard, wandb"),
     (["strategy=null"], "strategy=null: strategy is a config group and takes one of its choices: auto, ddp"),
+    # a key train.py needs, left out: a traceback in the run; data=null's fix named ~data
+    (["~data"], "~data: train.py needs data; it cannot be left out. Fix: drop ~data, or data=<one of: mnist, synth"),
+    (["~seed"], "~seed: train.py needs seed; it cannot be left out. Fix: drop ~seed, or seed=<another value>"),
     (["trainer.max_epohcs=3"], "trainer.max_epohcs=3: no such key in the config. Fix: did you mean trainer.max_epochs"),
     (["foo=1"], "foo=1: no such key in the config. Fix:"),
     # A key of another choice: judged against the config the choices make, not the default one
@@ -193,10 +196,17 @@ def test_wrong_value_stops_with_one_line(overrides, message, capsys, tmp_path, c
     assert message in line
 
 
+def test_only_a_group_that_may_be_left_out_is_offered_so(capsys, tmp_path, clean_env):
+    """data=null's fix named ~data, which then ended the run with a traceback."""
+    assert refused(["data=null"], capsys, tmp_path).endswith("Fix: e.g. data=mnist")
+    assert refused(["logger=null"], capsys, tmp_path).endswith("Fix: e.g. logger=csv, or ~logger to leave it out")
+
+
 def test_right_values_pass(capsys, tmp_path, clean_env):
     good = ["experiment=smoke", "trainer.devices=auto", "trainer.limit_train_batches=0.5", "model.optimizer.lr=3e-4"]
     check_command_line([*good, "data.num_workers=2", "trainer.precision=bf16-mixed", f"output_root={tmp_path}"])
     check_command_line(["-m", "data.batch_size=16,32", f"output_root={tmp_path}"])
+    check_command_line(["~logger", "~experiment", "~callbacks.progress_bar", f"output_root={tmp_path}"])
     lenient = ["trainer.precision=16", "trainer.devices=[0]", "model.optimizer.lr=0"]  # what Lightning takes too
     check_command_line([*lenient, f"output_root={tmp_path}"])
     half = ["trainer.precision=16-true", "+model.optimizer.eps=1e-4"]  # float16 holds it

@@ -20,6 +20,7 @@ from .targets import check_added_arguments, check_classes, check_optimizer_preci
 from .values import check_values
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
+REMOVABLE = ("logger", "experiment")  # the top-level keys that `~key` may leave out (run.py does without)
 HIDDEN = ("localslurm",)  # the tests' own Slurm; names starting with _ are bases of the others
 
 # Hydra options after which there is nothing to check: Hydra prints something and exits.
@@ -172,16 +173,29 @@ def _jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
 
 
 def _check_group_value(parsed, given: str) -> None:
-    """`logger=null`: a config group takes the name of one of its choices; leaving it out is `~logger`."""
+    """`logger=null`: a config group takes the name of one of its choices; leaving it out is `~logger`.
+    `~data`: a top-level key that train.py needs cannot be left out (a traceback in the run)."""
     group = parsed.key_or_group
+    if parsed.is_delete() and group not in REMOVABLE and (group in _root_keys() or choices(group)):
+        allowed = choices(group)
+        change = f"{group}=<one of: {', '.join(allowed)}>" if allowed else f"{group}=<another value>"
+        raise SetupError(f"{given}: train.py needs {group}; it cannot be left out. Fix: drop {given}, or {change}")
     if parsed.is_delete() or parsed.value() is not None or group.startswith("hydra/"):
         return
     allowed = choices(group)
     if allowed:
+        leave_out = f", or ~{group} to leave it out" if group in REMOVABLE else ""
         raise SetupError(
             f"{given}: {group} is a config group and takes one of its choices: {', '.join(allowed)}. "
-            f"Fix: e.g. {group}={allowed[0]}, or ~{group} to leave it out"
+            f"Fix: e.g. {group}={allowed[0]}{leave_out}"
         )
+
+
+def _root_keys() -> list[str]:
+    """The keys that configs/train.yaml sets itself (seed, ckpt_path, ...)."""
+    import yaml
+
+    return [key for key in yaml.safe_load((CONFIGS / "train.yaml").read_text()) if key not in ("defaults", "hydra")]
 
 
 def _compose(overrides: list[str]):
