@@ -8,15 +8,17 @@ python train.py resume=outputs/<id> trainer.max_epochs=20   # continue a run, wi
 python train.py --help                             # every option group and choice
 """
 
+import os
 import sys
 from pathlib import Path
 
 import hydra
+from hydra.errors import InstantiationException
 from omegaconf import DictConfig
 
 from {{ cookiecutter.package_name }}.launch.command_line import check_command_line, stop
 from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
-from {{ cookiecutter.package_name }}.launch.errors import CheckpointNotWritten, SetupError
+from {{ cookiecutter.package_name }}.launch.errors import CheckpointNotWritten, SetupError, refused_settings
 from {{ cookiecutter.package_name }}.launch.run_directory import discard_refused_start, resume_command, resume_overrides
 from {{ cookiecutter.package_name }}.slurm.profiles import add_detected_cluster
 
@@ -33,6 +35,11 @@ def main(cfg: DictConfig) -> None:
     except SetupError as error:  # found once the machine is known: GPUs, launcher, packages, data
         discard_refused_start(cfg.output_dir)  # a new run's directory; a resume's record of its overrides
         stop(str(error))
+    except InstantiationException as error:  # a class of the config refused its settings, before training
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        discard_refused_start(cfg.output_dir)
+        stop(refused_settings(error))
     except KeyboardInterrupt:  # Ctrl-C before training began (once it has, Lightning and SaveOnStop handle it)
         discard_refused_start(cfg.output_dir)  # this start trained nothing: as if refused
         print("\nStopped by Ctrl-C before training began: nothing to save", file=sys.stderr)

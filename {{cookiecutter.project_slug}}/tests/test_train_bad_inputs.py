@@ -574,6 +574,17 @@ STARTED = [
 ]
 STARTED_IDS = ["devices=3-tiny-set", "no-mnist", "val_size", "trainer-refuses", "val_check_interval-beyond-epoch"]
 STARTED_IDS += ["deepspeed-folder-without-deepspeed"]
+# A class of the config that refuses its settings as it is built: Hydra's report, exit 1, a run folder left
+STARTED += [
+    (
+        ["experiment=smoke", "callbacks.checkpoint.mode=maximum"],
+        "callbacks.checkpoint: ModelCheckpoint refuses these settings: `mode` can be min, max but got maximum. Fix: "
+        "change the callbacks.checkpoint.* setting it names",
+    ),
+    (["experiment=smoke", "data.num_classes=1"], "model: ImageClassifier refuses these settings: Expected argument"),
+    (["experiment=smoke", "trainer.devices=-1"], "trainer: Lightning's Trainer refuses these settings: `devices` sel"),
+]
+STARTED_IDS += ["callback-refuses", "model-refuses", "trainer-refuses-devices"]
 
 
 @pytest.mark.parametrize(("overrides", "message"), STARTED, ids=STARTED_IDS)

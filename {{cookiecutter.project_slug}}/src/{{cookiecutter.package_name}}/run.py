@@ -4,11 +4,9 @@ import os
 from pathlib import Path
 
 import pytorch_lightning as pl
-from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 from pytorch_lightning.utilities import rank_zero_info
-from pytorch_lightning.utilities.exceptions import MisconfigurationException
 
 from .callbacks.monitored_metrics import MonitoredMetricsLogged
 from .callbacks.optimizer_settings import OptimizerSettingsFromConfig
@@ -72,18 +70,9 @@ def build_trainer(cfg: DictConfig) -> pl.Trainer:
     logger = instantiate(cfg.logger) if cfg.get("logger") else False
     profiler = cfg.trainer.get("profiler") or NoProfiler()
     strategy = build_strategy(cfg)
-    try:
-        trainer = instantiate(cfg.trainer, strategy=strategy, callbacks=callbacks, logger=logger, profiler=profiler)
-    except InstantiationException as error:
-        refusal = error.__cause__
-        if not isinstance(refusal, MisconfigurationException | ValueError):
-            raise
-        # Lightning checks its arguments together (launch/values.py checks each, and the known clashes).
-        reason = str(refusal).rstrip(".")
-        raise SetupError(
-            f"trainer: Lightning's Trainer refuses these settings: {reason}. Fix: change the trainer.* setting it "
-            "names (`python train.py --cfg job` shows them all)"
-        ) from error
+    # Lightning checks its arguments together (launch/values.py checks each, and the known clashes);
+    # a refusal is one line (train.py, as for every class of the config).
+    trainer = instantiate(cfg.trainer, strategy=strategy, callbacks=callbacks, logger=logger, profiler=profiler)
     skip_empty_batch_hooks(trainer.callbacks)  # also those Lightning added (model summary)
     return trainer
 

@@ -2,6 +2,7 @@
 whose mistakes are one line too."""
 
 import argparse
+import re
 
 
 class SetupError(Exception):
@@ -18,3 +19,23 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message):
         self.exit(2, f"ERROR: {message} (see {self.prog} --help)\n")
+
+
+def refused_settings(error: Exception) -> str:
+    """Hydra's report of a class of the config that refused its settings as it was built (before any
+    training), `Error in call to target '...Trainer': TypeError('...') full_key: trainer`, as one line."""
+    said = str(error)
+    found = re.search(r"full_key: (\S+)", said)
+    key = found.group(1) if found else "the config"
+    target = re.search(r"target '([^']+)'", said)
+    name = target.group(1).rpartition(".")[2] if target else "its class"
+    owner = "Lightning's Trainer" if key == "trainer" else name
+    cause = error.__cause__ or error
+    reason = " ".join(str(cause).split()).rstrip(".") or type(cause).__name__
+    fix = f"change the {key}.* setting it names"
+    if isinstance(cause, ImportError):  # trainer.precision=transformer-engine without the package
+        fix = f"install the package it names, or {fix}"
+    return (
+        f"{key}: {owner} refuses these settings: {reason}. Fix: {fix} "
+        "(`python train.py --cfg job` shows the settings; HYDRA_FULL_ERROR=1 the traceback)"
+    )
