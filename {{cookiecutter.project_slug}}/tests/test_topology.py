@@ -26,6 +26,14 @@ def test_a_matching_allocation_passes():
     check_topology(8, 1, "gpu", 0, {})  # not in Slurm: nothing to check
 
 
+def test_several_nodes_with_no_launcher_are_refused_at_once():
+    """Lightning waited without end for the other node's processes ("MEMBER: 1/4"), which nothing starts."""
+    with pytest.raises(SetupError, match=r"trainer.num_nodes=2 \(cluster.num_nodes\) with no launcher") as error:
+        check_topology(2, 2, "cpu", 0, {})
+    assert str(error.value).endswith("on this machine alone, cluster.num_nodes=1")
+    check_topology(2, 2, "cpu", 0, {"NODE_RANK": "1", "MASTER_ADDR": "node1"})  # Lightning's own, set by hand
+
+
 @pytest.mark.parametrize(
     "devices, nodes, message, fix",
     [

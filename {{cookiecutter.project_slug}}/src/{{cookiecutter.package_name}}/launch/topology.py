@@ -12,6 +12,11 @@ from collections.abc import Mapping
 
 from .errors import SetupError
 
+# Set where something starts a node's processes: Slurm, torchrun, MPI (horovodrun, mpirun), or by
+# hand for Lightning's own environment (NODE_RANK and MASTER_ADDR on every node).
+LAUNCHED = ("SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "HOROVOD_RANK",
+            "NODE_RANK", "MASTER_ADDR", "LSB_JOBID")  # fmt: skip
+
 
 def tasks_per_node(value: str) -> int | None:
     """Slurm's SLURM_STEP_TASKS_PER_NODE, e.g. "4(x2)" or "2,1": the count if it is the same on every node."""
@@ -25,6 +30,13 @@ def check_topology(
     """devices/num_nodes: the Trainer's; visible_gpus: torch.cuda.device_count() in this process."""
     if "TORCHELASTIC_RUN_ID" in env and "SLURM_JOB_ID" not in env and isinstance(devices, int):
         _check_torchrun(devices, num_nodes, env)  # torchrun outside Slurm (Lightning's traceback before)
+    if isinstance(num_nodes, int) and num_nodes > 1 and not any(name in env for name in LAUNCHED):
+        raise SetupError(
+            f"trainer.num_nodes={num_nodes} (cluster.num_nodes) with no launcher: nothing starts the processes of "
+            "the other nodes, and Lightning would wait for them without end. Fix: on a Slurm cluster, "
+            "sbatch scripts/run-gpu8.sh (or srun); elsewhere torchrun --nnodes on each node (or NODE_RANK, "
+            "MASTER_ADDR and MASTER_PORT set there); on this machine alone, cluster.num_nodes=1"
+        )
     if "SLURM_JOB_ID" not in env or not isinstance(devices, int):
         return  # not in a Slurm job, or devices given as a list / "auto": nothing to compare
     if "HOROVOD_RANK" in env or "OMPI_COMM_WORLD_SIZE" in env:
