@@ -85,6 +85,29 @@ def test_missing_files_explain_the_fix(tmp_path):
         data.setup("fit")
 
 
+@pytest.mark.parametrize("in_memory", [True, False])
+@pytest.mark.parametrize(
+    ("name", "spoil", "said"),
+    [
+        ("train-images-idx3-ubyte", lambda data: data[: len(data) // 2], "bytes of data where its header says"),
+        ("t10k-labels-idx1-ubyte", lambda data: b"<html>not found</html>", "is not a uint8 IDX file"),
+        ("train-labels-idx1-ubyte", lambda data: b"", "is not a uint8 IDX file (0 bytes"),
+    ],
+    ids=["cut-short", "not-idx", "empty"],
+)
+def test_files_that_are_not_whole_idx_files_explain_the_fix(tmp_path, in_memory, name, spoil, said):
+    """A download or copy cut short: a traceback (cannot reshape, struct.error, not a uint8 IDX file)."""
+    root = write_small_mnist(tmp_path)
+    path = root / "MNIST" / "raw" / name
+    path.write_bytes(spoil(path.read_bytes()))
+    data = MNISTDataModule(root=str(root), val_size=16, in_memory=in_memory)
+    with pytest.raises(MNISTNotFoundError) as error:
+        data.check_enough_for(1)
+        data.setup("fit")
+    assert said in str(error.value) and str(path) in str(error.value), error.value
+    assert f"Fix: delete {root}/MNIST/raw and download MNIST again: python -m " in str(error.value)
+
+
 def test_offline_download_explains_the_fix_and_leaves_no_empty_folders(tmp_path, monkeypatch):
     """train.py's download left an empty data/MNIST/raw behind (the download command did not)."""
     import os

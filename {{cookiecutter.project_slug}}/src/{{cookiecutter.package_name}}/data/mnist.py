@@ -9,13 +9,14 @@ Run `python -m {{ cookiecutter.package_name }}.data.mnist DIR` on a machine with
 import gzip
 import shutil
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
 from ..launch.errors import OneLineParser, SetupError
 from .base import ImageDataModule
-from .idx import count_idx, read_idx
+from .idx import NotAnIdxFile, count_idx, read_idx
 from .in_memory import InMemoryImages
 from .per_sample import IdxSamples
 
@@ -84,8 +85,21 @@ def _split_files(root: str | Path, split: str) -> list[Path]:
     return paths
 
 
+@contextmanager
+def whole_files(root: str | Path):
+    """A file that is not a whole IDX file (a download cut short): one line, and how to get it again."""
+    try:
+        yield
+    except NotAnIdxFile as error:
+        raise MNISTNotFoundError(
+            f"data.root={root}: {error}. Fix: delete {raw_dir(root)} and download MNIST again: "
+            f"python -m {__package__}.mnist {root} (or copy the whole files there)"
+        ) from error
+
+
 def load_split(root: str | Path, split: str) -> InMemoryImages:
-    images, labels = (read_idx(path) for path in _split_files(root, split))
+    with whole_files(root):
+        images, labels = (read_idx(path) for path in _split_files(root, split))
     return InMemoryImages(images.unsqueeze(1), labels.long())  # [N, 28, 28] -> [N, 1, 28, 28]
 
 
@@ -101,7 +115,8 @@ def decompress(root: str | Path) -> None:
 
 def sample_split(root: str | Path, split: str, indices: torch.Tensor | None = None) -> IdxSamples:
     images, labels = (path.with_suffix("") if path.suffix == ".gz" else path for path in _split_files(root, split))
-    return IdxSamples(images, labels, indices)
+    with whole_files(root):
+        return IdxSamples(images, labels, indices)
 
 
 class MNISTDataModule(ImageDataModule):
@@ -142,14 +157,16 @@ class MNISTDataModule(ImageDataModule):
 
     def train_samples(self) -> int:
         labels = _find(self.root, FILES["train"][1])
-        return (count_idx(labels) if labels else 60000) - self.val_size  # not there yet: the download's
+        with whole_files(self.root):
+            return (count_idx(labels) if labels else 60000) - self.val_size  # not there yet: the download's
 
     def val_samples(self) -> int:
         return self.val_size
 
     def test_samples(self) -> int:
         labels = _find(self.root, FILES["test"][1])
-        return count_idx(labels) if labels else 10000
+        with whole_files(self.root):
+            return count_idx(labels) if labels else 10000
 
     def check_enough_for(self, processes: int, processes_key: str = "trainer.devices") -> None:
         total = self.train_samples() + self.val_size

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from .idx import map_idx
+from .idx import NotAnIdxFile, map_idx
 
 
 class IdxSamples(Dataset):
@@ -21,7 +21,9 @@ class IdxSamples(Dataset):
 
     def __init__(self, images: Path, labels: Path, indices: torch.Tensor | None = None):
         self.paths = (Path(images), Path(labels))
-        count = len(map_idx(self.paths[1]))
+        images_count, count = (len(map_idx(path)) for path in self.paths)  # each checked whole here
+        if images_count != count:
+            raise NotAnIdxFile(f"{images} holds {images_count} images, but {labels} {count} labels")
         self.indices = torch.arange(count) if indices is None else indices
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None
 
