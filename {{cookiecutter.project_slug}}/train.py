@@ -8,6 +8,7 @@ python train.py resume=outputs/<id> trainer.max_epochs=20   # continue a run, wi
 python train.py --help                             # every option group and choice
 """
 
+import errno
 import os
 import sys
 from pathlib import Path
@@ -48,6 +49,12 @@ def main(cfg: DictConfig) -> None:
         resume = resume_command(Path(cfg.output_dir))
         stop(f"{error}. The checkpoints written before it are whole. Fix: free space (or write access), then {resume}",
              code=1)  # fmt: skip
+    except OSError as error:  # a logger's file on a full disk, over a quota, or a folder made read-only
+        if error.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            raise
+        resume = resume_command(Path(cfg.output_dir))
+        stop(f"{error.filename or cfg.output_dir} could not be written ({error.strerror}). The checkpoints written "
+             f"before it are whole. Fix: free space (or write access), then {resume}", code=1)  # fmt: skip
     end_process_group()
 
 

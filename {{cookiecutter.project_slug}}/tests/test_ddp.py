@@ -127,7 +127,8 @@ def test_torchrun_exits_as_the_signal_says_also_when_torch_fails_while_it_handle
     ("option", "message"),
     [("--nproc_per_node=x", "torchrun: --nproc_per_node=x: Unsupported nproc_per_node value: x. Fix: "),
      ("--nnodes=x", "torchrun: --nnodes=x: invalid literal for int() with base 10: 'x'. Fix: --nnodes=<nodes>"),
-     ("--nnodes=2:1", "torchrun: --nnodes=2:1: 2 to 1 nodes. Fix: --nnodes=<nodes>, or <min>:<max>")],
+     ("--nnodes=2:1", "torchrun: --nnodes=2:1: 2 to 1 nodes. Fix: --nnodes=<nodes>, or <min>:<max>"),
+     ("--nproc_per_node=0", "torchrun: --nproc_per_node=0: no processes. Fix: --nproc_per_node=<processes per")],
 )  # fmt: skip
 def test_the_projects_torchrun_refuses_a_wrong_size_with_one_line(option, message, tmp_path):
     """torch's torchrun raised a ValueError (or AssertionError) traceback, exit 1."""

@@ -304,6 +304,8 @@ def test_resume_beside_another_place_or_checkpoint_stops_with_one_line(tmp_path,
     assert shown[:2] == ["--cfg", "job"] and shown[-1] == "trainer.max_epochs=2"
     with pytest.raises(SetupError, match=r"^resume='': the folder of the run to continue. Fix: resume=outputs/"):
         resume_overrides(["resume="])
+    with pytest.raises(SetupError, match=rf"^resume={run} resume=b: one run at a time. Fix: one of them, e.g. resume="):
+        resume_overrides([f"resume={run}", "resume=b"])  # the last one was resumed without a word
 
 
 def test_resume_of_a_checkpoint_file_names_its_runs_folder(tmp_path, monkeypatch):
@@ -402,7 +404,7 @@ def test_a_resume_with_no_epochs_or_steps_left_stops_with_one_line(tmp_path):
         check_epochs_left(SimpleNamespace(max_epochs=1, max_steps=-1), str(checkpoint))
     with pytest.raises(SetupError, match=r"^trainer.max_epochs=4: .* Fix: trainer.max_epochs=5 or more$"):
         check_epochs_left(SimpleNamespace(max_epochs=4, max_steps=-1), str(checkpoint))
-    with pytest.raises(SetupError, match=r"^trainer.max_steps=18: .* Fix: trainer.max_steps=19 or more"):
+    with pytest.raises(SetupError, match=r"^trainer.max_steps=18: .* Fix: \+trainer.max_steps=19 or more"):
         check_epochs_left(SimpleNamespace(max_epochs=None, max_steps=18), str(checkpoint))
     check_epochs_left(SimpleNamespace(max_epochs=5, max_steps=19), str(checkpoint))  # left: goes on
     check_epochs_left(SimpleNamespace(max_epochs=-1, max_steps=-1), str(checkpoint))  # no limits
@@ -849,6 +851,8 @@ def test_a_second_ctrl_c_during_the_stops_save_exits_130_and_the_run_resumes(tmp
     newest = newest_checkpoint(run)[1]  # the save cut short left the one before whole
     line = next(line for line in stderr.splitlines() if line.startswith("Stopped by Ctrl-C"))
     assert f": newest {run / 'checkpoints'}" in line and f"resume={run}" in line, line
+    stopped_at = int(re.search(r"at step (\d+)", line).group(1))
+    assert f"(step {newest}: the {stopped_at - newest} step(s) since are lost)" in line, line  # it said step 24 alone
     assert (run / ".hydra" / "overrides.yaml").is_file() and "Traceback" not in stderr
     resumed = subprocess.run(
         [sys.executable, str(PROJECT / "train.py"), f"resume={run}", f"trainer.max_epochs={newest // 4 + 1}"],
@@ -908,6 +912,37 @@ def test_a_second_start_of_a_run_that_is_still_training_stops_with_one_line(tmp_
     assert resumed.returncode == 0, resumed.stderr
 
 
+HOLD_THE_LOCK = """
+import fcntl, os, sys, time
+descriptor = os.open(sys.argv[1], os.O_RDONLY)
+fcntl.flock(descriptor, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_start_into_a_run_directory_held_by_another_writes_its_record_apart(tmp_path):
+    """Two new starts of one run_id at once (an array job's tasks): both wrote .hydra before either
+    took the lock, and the refused one then removed .hydra, the record of the run that trained
+    ("no run was started there" for its resume=). The lock is now taken before the record is written."""
+    from {{ cookiecutter.package_name }}.launch.run_directory import output_subdir
+
+    held, free = tmp_path / "held", tmp_path / "free"
+    held.mkdir()
+    free.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, str(held)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert output_subdir(str(held)).startswith(".hydra/resumes/"), "the other start's is .hydra"
+        assert output_subdir(str(free)) == ".hydra"
+        refused = train(f"output_dir={held}")
+        assert refused.returncode == 2 and " is in use: another start" in refused.stderr, refused.stderr
+        assert list(held.iterdir()) == []
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_the_run_directory_lock_is_skipped_where_the_file_system_has_none(tmp_path, monkeypatch):
     """Some network file systems refuse flock: the start goes on unlocked, as before."""
     import errno
@@ -952,6 +987,31 @@ def test_a_checkpoint_that_cannot_be_written_leaves_the_earlier_whole_and_no_par
     with pytest.raises(CheckpointNotWritten, match=r"last.ckpt could not be written at step 8: No space left on dev"):
         io.save_checkpoint({"global_step": 8}, last)
     assert step_of(last) == 4 and sorted(p.name for p in last.parent.iterdir()) == ["last.ckpt"]
+
+
+class LoggerDiskFullAtStep(pl.Callback):
+    """Test-only: a logger's write fails at a step as on a full disk (TensorBoard's event file)."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step == self.step:
+            raise OSError(28, "No space left on device", "tensorboard/events.out.tfevents")
+
+
+def test_a_loggers_file_that_cannot_be_written_stops_with_one_line(tmp_path):
+    """Before: the logger's OSError traceback, where a checkpoint's was one line."""
+    run = tmp_path / "run"
+    failing = [f"+callbacks.disk_full._target_={__name__}.LoggerDiskFullAtStep", "+callbacks.disk_full.step=6"]
+    result = train(f"output_dir={run}", "trainer.max_epochs=3", *failing)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line == (
+        "ERROR: tensorboard/events.out.tfevents could not be written (No space left on device). The checkpoints "
+        f"written before it are whole. Fix: free space (or write access), then python train.py resume={run}"
+    ), line
+    assert step_of(run / "checkpoints" / "last.ckpt") == 4
 
 
 def test_after_a_background_write_failed_nothing_asked_after_it_is_done(tmp_path, monkeypatch):

@@ -66,6 +66,11 @@ BAD_INPUTS = [
     (["cluster=puhti", "--", "trainer.max_epohcs=3"], "trainer.max_epohcs=3: no such key in the config"),
     (["cluster=puhti", "--", "resume=nowhere"], "resume=nowhere: no run was started there"),
     (["cluster=puhti", "--", "-m", "data.batch_size=16,32"], "-m: a batch script runs one training"),
+    # what the job's own settings set: Hydra let the last one win on the nodes (LUMI's profile on Puhti's V100s)
+    (["cluster=puhti", "--", "cluster=lumi"], "-- cluster=lumi: the job's cluster comes from this command's settings"),
+    (["cluster=puhti", "--", "trainer.devices=2"], "(the last one would win on the nodes). Fix: gpus=2 before --"),
+    (["cluster=puhti", "--", "cluster.num_nodes=2"], "Fix: nodes=2 before --"),
+    (["cluster=puhti", "--", "cluster.slurm.time=1:00:00"], "Fix: cluster.slurm.time=1:00:00 before --"),
     (["--write-scripts", "cluster=lumi", "nodes=7"], "--write-scripts with cluster=lumi nodes=7"),
 ]
 

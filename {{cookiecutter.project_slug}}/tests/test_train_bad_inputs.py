@@ -66,6 +66,7 @@ BAD_VALUES = [
     (["seed=abc"], "seed=abc: an integer"),
     (["run_id="], "run_id='': a folder name without /"),
     (["run_id=../elsewhere"], "run_id=../elsewhere: a folder name without /"),
+    (["run_id=multirun"], "run_id=multirun: a folder name without /, at most 255 bytes, not multirun (the sweeps')"),
     ([f"run_id={'a' * 256}"], "a folder name without /, at most 255 bytes"),  # before: OSError, file name too long
     (["ckpt_path=best"], "ckpt_path=best: Lightning's name for a checkpoint of the fit it is running, none when"),
     (["ckpt_path=hpc"], "ckpt_path=hpc: Lightning's name for a checkpoint of the fit it is running"),
@@ -157,6 +158,8 @@ BAD_VALUES = [
     (["+cluster=lumi"], "+cluster=lumi: cluster is already in the config. Fix: cluster=lumi (without +)"),
     (["data.batch_size=[1,"], "data.batch_size=[1,: not a valid override"),
     (["run_id=é"], "run_id=é: not a valid override (LexerNoViableAltException: run_id=é). Fix: key=value"),
+    # the best checkpoint's own name: its quoted form, not a generic one
+    (["ckpt_path=out/epoch=0-step=20.ckpt"], "for the shell as well: 'ckpt_path=\"out/epoch=0-step=20.ckpt\"'"),
     (["output_root=/proc/no/such/dir"], "output_root=/proc/no/such/dir: cannot be written: /proc is not writable"),
     (["output_root=${oc.env:RV_UNSET}"], "'RV_UNSET' not found\". Fix: set what it refers to, or give output_root"),
     (["ckpt_path=/nonexistent.ckpt"], "ckpt_path=/nonexistent.ckpt: no such file or directory. Fix: ckpt_path=last"),

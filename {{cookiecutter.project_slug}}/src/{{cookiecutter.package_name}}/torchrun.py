@@ -32,10 +32,15 @@ def _nodes(value: str) -> None:
         raise ValueError(f"{least} to {most} nodes")
 
 
+def _processes(value: str) -> None:
+    if determine_local_world_size(value) < 1:  # torch's own: a bare AssertionError later
+        raise ValueError("no processes")
+
+
 # Checked before torch's own checks, which raised a traceback: option -> (its check, the fix).
 CHECKS = {
     "nnodes": (_nodes, "--nnodes=<nodes>, or <min>:<max>"),
-    "nproc_per_node": (determine_local_world_size, "--nproc_per_node=<processes per node>, or gpu (one per GPU)"),
+    "nproc_per_node": (_processes, "--nproc_per_node=<processes per node, 1 or more>, or gpu (one per GPU)"),
 }
 
 

@@ -126,11 +126,13 @@ class SaveOnStop(pl.Callback):
         if not trainer.is_global_zero:
             return
         newest = newest_checkpoint(self.run_dir)
+        # A resume that only tests restores no training state: the step is its checkpoint's.
+        step = newest[1] if trainer.testing and newest else trainer.global_step
         where = (
             f"saved {shown(self.path)}" if saved else f"newest {shown(newest[0])}" if newest else "no checkpoint yet"
         )
-        # A resume that only tests restores no training state: the step is its checkpoint's.
-        step = newest[1] if trainer.testing and newest else trainer.global_step
+        if not saved and newest and newest[1] < step:  # a second Ctrl-C cut the stop's save short
+            where += f" (step {newest[1]}: the {step - newest[1]} step(s) since are lost)"
         stopped = f"Stopped by {reason} at step {step}"
         epochs = trainer.fit_loop.epoch_progress.current.processed
         if trainer.testing or limit_reached(trainer, epochs, trainer.global_step):

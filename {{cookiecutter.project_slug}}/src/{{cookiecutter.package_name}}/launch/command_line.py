@@ -157,9 +157,11 @@ def _jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
             parsed += parser.parse_overrides([override])
         except OverrideParseException as error:
             reason = parse_problem(error)
+            key, _, value = override.partition("=")
+            quoted = f"'{key}=\"{value}\"'" if value and '"' not in value else "'key=\"a b\"'"
             raise SetupError(
                 f"{override}: not a valid override ({reason}). Fix: key=value, e.g. data.batch_size=64; "
-                "quote a value with spaces or special characters: 'key=\"a b\"'"
+                f"quote a value with spaces or special characters (=, ...), for the shell as well: {quoted}"
             ) from error
         _check_group_value(parsed[-1], override)
     if not multirun:

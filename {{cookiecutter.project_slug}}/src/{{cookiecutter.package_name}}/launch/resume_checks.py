@@ -175,7 +175,7 @@ def _limit_reached(trainer, ckpt_path: str | None) -> str | None:
     if limit == "max_steps":
         return (
             f"trainer.max_steps={trainer.max_steps}: {trained}, and a resume trains up to max_steps in all. "
-            f"Fix: trainer.max_steps={steps + 1} or more, or trainer.max_steps=-1 (no limit)"
+            f"Fix: +trainer.max_steps={steps + 1} or more, or +trainer.max_steps=-1 (no limit)"  # + : not a default key
         )
     return None
 

@@ -62,8 +62,11 @@ def output_subdir(run_dir: str) -> str | None:
     if global_rank() != 0:
         return None
     if run_dir not in _subdirs:
-        started = (Path(run_dir) / ".hydra" / "config.yaml").exists()
-        _subdirs[run_dir] = f".hydra/resumes/{datetime.now():%Y-%m-%d_%H-%M-%S}_{os.getpid()}" if started else ".hydra"
+        # The start's lock on the run directory (which Hydra has made), before Hydra writes the start's
+        # record: of two new starts at once (an array job's tasks given one run_id=), the one that will
+        # train writes .hydra; the other, refused, removes its own record, not the run's.
+        first = hold(Path(run_dir)) and not (Path(run_dir) / ".hydra" / "config.yaml").exists()
+        _subdirs[run_dir] = ".hydra" if first else f".hydra/resumes/{datetime.now():%Y-%m-%d_%H-%M-%S}_{os.getpid()}"
     return _subdirs[run_dir]
 
 
@@ -81,6 +84,8 @@ def resume_overrides(argv: list[str]) -> list[str]:
         return argv
     if not given[-1].split("=", 1)[1].strip():
         raise SetupError("resume='': the folder of the run to continue. Fix: resume=outputs/<run_id> (its folder)")
+    if len(set(given)) > 1:  # before, the last one was resumed without a word
+        raise SetupError(f"{' '.join(given)}: one run at a time. Fix: one of them, e.g. {given[0]}")
     run_dir = Path(given[-1].split("=", 1)[1]).expanduser()
     records = [run_dir / ".hydra" / "overrides.yaml", *sorted(run_dir.glob(".hydra/resumes/*/overrides.yaml"))]
     records = [path for path in records if path.is_file()]
@@ -229,13 +234,15 @@ def remove_made_since(run_dir: Path, before: set[Path]) -> None:
 
 
 def _discard_this_start(run_dir: Path, subdir: str | None) -> None:
-    """Remove what Hydra wrote for this refused start, and the run directory if it is then empty."""
+    """Remove what Hydra wrote for this refused start, and the run directory if it is then empty
+    and no other start holds it (one that is about to write its record there)."""
     if global_rank() != 0 or not subdir:
         return
     shutil.rmtree(run_dir / subdir, ignore_errors=True)
-    for folder in (run_dir / ".hydra" / "resumes", run_dir / ".hydra", run_dir):
+    for folder in (run_dir / ".hydra" / "resumes", run_dir / ".hydra", *([run_dir] if hold(run_dir) else [])):
         if folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()
+    release(run_dir)  # the refused start's, if it held it
 
 
 def checkpoint_to_resume(ckpt_path: str | None, run_dir: Path, subdir: str | None) -> str | None:

@@ -87,7 +87,8 @@ def sanity_steps(value) -> bool:
 def run_name(value) -> bool:
     # The run directory is output_root/run_id: a name, not a path that leaves output_root.
     name = str(value)
-    return (_int(value) or isinstance(value, str)) and name not in ("", ".", "..") and "/" not in name and _fits(name)
+    plain = name not in ("", ".", "..", "multirun") and "/" not in name  # multirun: the sweeps' folder
+    return (_int(value) or isinstance(value, str)) and plain and _fits(name)
 
 
 def _fits(name: str) -> bool:
@@ -178,7 +179,7 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     ("cluster.accelerator", one_of(*ACCELERATORS), f"one of {', '.join(ACCELERATORS)}", "cluster.accelerator=gpu"),
     ("seed", seed, SEED, "seed=42"),
     ("test_after_fit", boolean, "true or false", "test_after_fit=true"),
-    ("run_id", run_name, "a folder name without /, at most 255 bytes (the run directory)", "run_id=my-run"),
+    ("run_id", run_name, "a folder name without /, at most 255 bytes, not multirun (the sweeps')", "run_id=my-run"),
     ("data.batch_size", positive_int, "an integer >= 1 (samples per process and step)", "data.batch_size=128"),
     ("data.num_workers", workers, "auto or an integer >= 0 (DataLoader workers per process)", "data.num_workers=auto"),
     ("data.num_samples", positive_int, "an integer >= 1", "data.num_samples=8192"),

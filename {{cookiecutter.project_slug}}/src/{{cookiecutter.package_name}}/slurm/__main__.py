@@ -88,6 +88,29 @@ def job_from(settings: list[str], train_overrides: list[str], command: str) -> J
     )
 
 
+# train.py's overrides that the job's own settings set (the script puts them first): after --,
+# Hydra would let the last one win without a word, and the job would not be the one asked for.
+SET_BY_THE_JOB = {
+    "cluster": "cluster={value}",
+    "strategy": "strategy={value}",
+    "cluster.num_nodes": "nodes={value}",
+    "trainer.num_nodes": "nodes={value}",
+    "cluster.devices": "gpus={value}",
+    "trainer.devices": "gpus={value}",
+}
+
+
+def check_train_overrides(train_overrides: list[str]) -> None:
+    for override in train_overrides:
+        key, _, value = override.lstrip("+~").partition("=")
+        if key in SET_BY_THE_JOB or key.startswith("cluster."):
+            setting = SET_BY_THE_JOB.get(key, "{override}").format(value=value, override=override)
+            raise ProfileError(
+                f"-- {override}: the job's {key} comes from this command's settings, which the script gives "
+                f"train.py first (the last one would win on the nodes). Fix: {setting} before --"
+            )
+
+
 def batch_script(path: Path) -> bool:
     """A batch script (this command's, or another), which -o may write again."""
     try:
@@ -121,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{sweep}: a batch script runs one training. Fix: for a sweep, submit a job per point with "
                 "python train.py -m hydra/launcher=slurm cluster=<name> <key>=<a>,<b>"
             )
+        check_train_overrides(args.train_overrides)
         job = job_from(args.settings, args.train_overrides, shlex.join(["python", "-m", __package__, *argv]))
         output = args.output
         if args.submit and output is None:
