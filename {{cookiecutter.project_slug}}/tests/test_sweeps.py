@@ -106,8 +106,9 @@ def test_the_sweep_launchers_are_plugins_that_hydra_finds(launcher):
 def run_sweep(*overrides: str, env=None, timeout=600) -> subprocess.CompletedProcess:
     command = [sys.executable, "train.py", "-m", *overrides]
     return subprocess.run(
-        command, cwd=PROJECT, env=env or project_env(), capture_output=True, text=True, timeout=timeout
-    )
+        command, cwd=PROJECT, env=env or project_env(), capture_output=True, text=True, timeout=timeout,
+        preexec_fn=as_in_a_terminal,  # Ctrl-C as a terminal gives it (the stopped sweep's test), also in CI
+    )  # fmt: skip
 
 
 def summary_of(tmp_path) -> dict:
