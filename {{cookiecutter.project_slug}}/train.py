@@ -45,16 +45,15 @@ def main(cfg: DictConfig) -> None:
         discard_refused_start(cfg.output_dir)  # this start trained nothing: as if refused
         print("\nStopped by Ctrl-C before training began: nothing to save", file=sys.stderr)
         sys.exit(130)
-    except CheckpointNotWritten as error:  # the run's earlier checkpoints are whole
-        resume = resume_command(Path(cfg.output_dir))
-        stop(f"{error}. The checkpoints written before it are whole. Fix: free space (or write access), then {resume}",
-             code=1)  # fmt: skip
-    except OSError as error:  # a logger's file on a full disk, over a quota, or a folder made read-only
-        if error.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+    except (CheckpointNotWritten, OSError) as error:  # a full disk, a quota, a folder made read-only
+        if isinstance(error, OSError) and error.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
             raise
+        what = str(error)  # a checkpoint's own words; the run's earlier checkpoints are whole
+        if isinstance(error, OSError):  # a logger's file
+            what = f"{error.filename or cfg.output_dir} could not be written ({error.strerror})"
         resume = resume_command(Path(cfg.output_dir))
-        stop(f"{error.filename or cfg.output_dir} could not be written ({error.strerror}). The checkpoints written "
-             f"before it are whole. Fix: free space (or write access), then {resume}", code=1)  # fmt: skip
+        stop(f"{what}. The checkpoints written before it are whole. Fix: free space (or write access), then {resume}",
+             code=1)  # fmt: skip
     end_process_group()
 
 

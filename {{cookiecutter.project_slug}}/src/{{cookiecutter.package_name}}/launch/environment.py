@@ -12,7 +12,7 @@ from datetime import datetime
 # sets HOROVOD_RANK; MPI sets the next three, before SLURM_PROCID because mpirun in a Slurm
 # job (horovodrun --mpi) starts its ranks under one srun task per node; plain srun sets
 # SLURM_PROCID (also for `srun torchrun`, where RANK comes first).
-_RANK_VARIABLES = (
+RANK_VARIABLES = (
     "RANK",
     "HOROVOD_RANK",
     "OMPI_COMM_WORLD_RANK",
@@ -25,7 +25,7 @@ _RANK_VARIABLES = (
 
 def global_rank() -> int:
     """This process's rank in the whole job, 0 when not launched distributed."""
-    for name in _RANK_VARIABLES:
+    for name in RANK_VARIABLES:
         if name in os.environ:
             return int(os.environ[name])
     return 0

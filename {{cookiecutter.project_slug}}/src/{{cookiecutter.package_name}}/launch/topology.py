@@ -10,12 +10,12 @@ import os
 import re
 from collections.abc import Mapping
 
+from .environment import RANK_VARIABLES
 from .errors import SetupError
 
-# Set where something starts a node's processes: Slurm, torchrun, MPI (horovodrun, mpirun), or by
-# hand for Lightning's own environment (NODE_RANK and MASTER_ADDR on every node).
-LAUNCHED = ("SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "HOROVOD_RANK",
-            "NODE_RANK", "MASTER_ADDR", "LSB_JOBID")  # fmt: skip
+# Set where something starts a node's processes: a launcher's rank (torchrun, srun, MPI, horovodrun),
+# a Slurm job or an LSF one, or by hand for Lightning's own environment (NODE_RANK and MASTER_ADDR).
+LAUNCHED = (*RANK_VARIABLES, "SLURM_JOB_ID", "LSB_JOBID", "NODE_RANK", "MASTER_ADDR")
 
 
 def tasks_per_node(value: str) -> int | None:
