@@ -3,6 +3,7 @@ No Slurm here: tests/test_slurm_jobs.py does requeues and job steps on a real on
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -263,6 +264,21 @@ def test_resume_takes_the_config_of_the_start_that_wrote_its_checkpoint(tmp_path
         "ckpt_path='last'",
         "trainer.max_epochs=3",
     ]
+
+
+def test_resume_of_a_run_folder_copied_without_file_times_takes_the_config_of_the_start_that_wrote_it(tmp_path):
+    """`cp -r` gives every file the copy's time: the file times told a start that came after the
+    newest checkpoint, and resume= took its overrides (here the first start's batch size)."""
+    from mnist_ddp.launch.run_directory import resume_overrides
+
+    common = [*FAST, f"output_root={tmp_path}", "run_id=run"]
+    run_train(*common, "trainer.max_epochs=1")
+    run_train(*common, "ckpt_path=last", "trainer.max_epochs=2", "data.batch_size=16")
+    copy = tmp_path / "copy"
+    shutil.copytree(tmp_path / "run", copy, copy_function=shutil.copyfile)  # as `cp -r`: no file times
+    for path in copy.rglob("*"):  # the records copied a second after the checkpoints
+        os.utime(path, (2000 + (path.name == "overrides.yaml"),) * 2)
+    assert "data.batch_size=16" in resume_overrides([f"resume={copy}"])
 
 
 def test_a_resume_changes_or_drops_a_key_that_its_start_added(tmp_path):

@@ -10,6 +10,7 @@ from pytorch_lightning.utilities import rank_zero_info
 
 from .callbacks.monitored_metrics import MonitoredMetricsLogged
 from .callbacks.optimizer_settings import OptimizerSettingsFromConfig
+from .callbacks.start_record import StartRecord
 from .callbacks.stop import stop_exit_code
 from .hook_costs import (
     NoProfiler,
@@ -67,6 +68,8 @@ def build_trainer(cfg: DictConfig) -> pl.Trainer:
     monitors = {f"callbacks.{key}.monitor": each.monitor for key, each in cfg.callbacks.items() if each.get("monitor")}
     if monitors and cfg.trainer.num_sanity_val_steps:
         callbacks.append(MonitoredMetricsLogged(monitors))  # at the sanity check, before any training step
+    if this_start_subdir():  # rank 0's checkpoints name the start that wrote them (for resume=)
+        callbacks.append(StartRecord(this_start_subdir()))
     logger = instantiate(cfg.logger) if cfg.get("logger") else False
     profiler = cfg.trainer.get("profiler") or NoProfiler()
     strategy = build_strategy(cfg)

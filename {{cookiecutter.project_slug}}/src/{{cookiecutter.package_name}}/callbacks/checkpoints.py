@@ -43,15 +43,20 @@ def state_file(path: Path) -> Path | None:
     return next((candidate for candidate in candidates if candidate.is_file()), None)
 
 
-def checkpoint_step(path: Path) -> int:
-    """The global step saved in a checkpoint file (or a sharded one's folder), -1 if unreadable."""
+def saved_value(path: Path, key: str, default=None):
+    """A value saved in a checkpoint file (or a sharded one's folder); `default` if unreadable."""
     state = state_file(path)
     if state is None:
-        return -1
+        return default
     try:  # mmap: only the small header is read, not the tensors
-        return int(torch.load(state, map_location="cpu", mmap=True, weights_only=False).get("global_step", -1))
+        return torch.load(state, map_location="cpu", mmap=True, weights_only=False).get(key, default)
     except Exception:  # a truncated file from an older version, or another format
-        return -1
+        return default
+
+
+def checkpoint_step(path: Path) -> int:
+    """The global step saved in a checkpoint file (or a sharded one's folder), -1 if unreadable."""
+    return int(saved_value(path, "global_step", -1))
 
 
 def run_checkpoints(run_dir: Path) -> list[Path]:

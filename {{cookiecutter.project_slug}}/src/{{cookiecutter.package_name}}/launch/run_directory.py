@@ -105,7 +105,7 @@ def resume_overrides(argv: list[str]) -> list[str]:
     from ..callbacks.checkpoints import newest_checkpoint
 
     newest = newest_checkpoint(run_dir)  # read once, for both uses below
-    record = _record_of_newest_checkpoint(newest, records)
+    record = _record_of_newest_checkpoint(run_dir, newest, records)
     saved = [*(yaml.safe_load(record.read_text()) or []), *_config_search_path(record)]
     # A key the start added (+key=...) exists only through that override: a new value keeps the +.
     added = {_key(arg) for arg in saved if arg.startswith("+") and not arg.startswith("++")}
@@ -162,11 +162,18 @@ def _check_not_elsewhere(run_dir: Path, given: list[str], place: dict[str, str])
         )
 
 
-def _record_of_newest_checkpoint(newest: tuple[Path, int] | None, records: list[Path]) -> Path:
-    """The config record of the last start that began before the newest checkpoint was written:
-    the start that wrote it. Records are in the order of the starts."""
+def _record_of_newest_checkpoint(run_dir: Path, newest: tuple[Path, int] | None, records: list[Path]) -> Path:
+    """The config record of the start that wrote the newest checkpoint, as the checkpoint names it
+    (callbacks/start_record.py); for a checkpoint of an older version, the last start that began
+    before it was written. Records are in the order of the starts."""
     if newest is None:
         return records[-1]
+    from ..callbacks.checkpoints import saved_value
+    from ..callbacks.start_record import KEY
+
+    named = run_dir / saved_value(newest[0], KEY, "-") / "overrides.yaml"
+    if named in records:
+        return named
     written = newest[0].stat().st_mtime
     return ([record for record in records if record.stat().st_mtime <= written] or records[:1])[-1]
 
