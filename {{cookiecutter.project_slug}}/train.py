@@ -13,15 +13,19 @@ import os
 import sys
 from pathlib import Path
 
-import hydra
-from hydra.errors import InstantiationException
-from omegaconf import DictConfig
+try:
+    import hydra
+    from hydra.errors import InstantiationException
+    from omegaconf import DictConfig
 
-from {{ cookiecutter.package_name }}.launch.command_line import check_command_line, stop
-from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
-from {{ cookiecutter.package_name }}.launch.errors import CheckpointNotWritten, SetupError, refused_settings
-from {{ cookiecutter.package_name }}.launch.run_directory import discard_refused_start, resume_command, resume_overrides
-from {{ cookiecutter.package_name }}.slurm.profiles import add_detected_cluster
+    from {{ cookiecutter.package_name }}.launch.command_line import check_command_line, stop
+    from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
+    from {{ cookiecutter.package_name }}.launch.errors import CheckpointNotWritten, SetupError, refused_settings
+    from {{ cookiecutter.package_name }}.launch.run_directory import discard_refused_start, resume_command, resume_overrides
+    from {{ cookiecutter.package_name }}.slurm.profiles import add_detected_cluster
+except KeyboardInterrupt:  # Ctrl-C in the first moments, while these load: as later, not a traceback
+    print("\nStopped by Ctrl-C", file=sys.stderr)
+    sys.exit(130)
 
 register_resolvers()  # ${default_run_id:} etc., needed before Hydra reads the configs
 

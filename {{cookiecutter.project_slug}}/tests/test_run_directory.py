@@ -715,12 +715,12 @@ class CtrlCWhileStarting(pl.Callback):
         os.kill(os.getpid(), signal.SIGINT)
 
 
-# train.py, with Ctrl-C as the training code is imported (about 5 s of torch and Lightning).
+# train.py, with Ctrl-C as {module} is imported (the training code: about 5 s of torch and Lightning).
 CTRL_C_WHILE_IMPORTING = """
 import builtins, os, runpy, signal, sys
 real_import = builtins.__import__
 def interrupted(name, *args, **kwargs):
-    if name == "{{ cookiecutter.package_name }}.run":
+    if name == "{module}":
         builtins.__import__ = real_import
         os.kill(os.getpid(), signal.SIGINT)
     return real_import(name, *args, **kwargs)
@@ -734,7 +734,7 @@ runpy.run_path("train.py", run_name="__main__")
     ("program", "interrupting"),
     [
         ([str(PROJECT / "train.py")], [f"+callbacks.interrupt._target_={__name__}.CtrlCWhileStarting"]),
-        (["-c", CTRL_C_WHILE_IMPORTING], []),
+        (["-c", CTRL_C_WHILE_IMPORTING.format(module="{{ cookiecutter.package_name }}.run")], []),
     ],
     ids=["while-the-trainer-is-built", "while-the-training-code-is-imported"],
 )
@@ -749,6 +749,18 @@ def test_ctrl_c_before_training_begins_exits_130_and_leaves_nothing(program, int
     assert stopped.returncode == 130, stopped.stderr
     assert stopped.stderr.strip().endswith("Stopped by Ctrl-C before training began: nothing to save"), stopped.stderr
     assert "Traceback" not in stopped.stderr and not run.exists()
+
+
+def test_ctrl_c_while_train_py_loads_exits_130_with_one_line(tmp_path):
+    """Before: KeyboardInterrupt's traceback, exit 1, for a Ctrl-C in train.py's first moments."""
+    run = tmp_path / "run"
+    stopped = subprocess.run(
+        [sys.executable, "-c", CTRL_C_WHILE_IMPORTING.format(module="hydra"), *FAST, f"output_dir={run}"],
+        cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=300,
+        preexec_fn=as_in_a_terminal,
+    )  # fmt: skip
+    assert (stopped.returncode, stopped.stderr.strip()) == (130, "Stopped by Ctrl-C")
+    assert not run.exists()
 
 
 def test_ctrl_c_while_testing_after_fit_exits_130_and_the_resume_tests(tmp_path):
