@@ -41,6 +41,15 @@ BAD_INPUTS = [
     (["cluster=puhti", "cluster.slurm.mem_full_node=all"], "cluster.slurm.mem_full_node=all"),
     (["cluster=puhti", "cluster.slurm.cpus_per_gpu=many"], "cluster.slurm.cpus_per_gpu=many"),
     (["cluster=puhti", "cluster.slurm.time=soon"], "cluster.slurm.time=soon"),
+    # shorter than the requeue's warning (90 s), which would requeue the job again and again
+    (["cluster=puhti", "cluster.slurm.time=00:01:00"], "cluster.slurm.time=00:01:00: at least 00:03:00"),
+    (["cluster=puhti", "test=true", "cluster.slurm.test_time=2"], "cluster.slurm.test_time=2: at least 00:03:00"),
+    # beyond the partition's limit: sbatch refuses it, or it waits forever
+    (["cluster=puhti", "cluster.slurm.time=4-00:00:00"], "partition gpu of cluster=puhti takes at most 3-00:00:00"),
+    (["cluster=puhti", "cluster.slurm.time=UNLIMITED"], "Fix: cluster.slurm.time=3-00:00:00 or less"),
+    (["cluster=lumi", "cluster.slurm.time=2-12"], "partition standard-g of cluster=lumi takes at most 2-00:00:00"),
+    (["cluster=mahti", "cluster.slurm.partition=gpumedium", "cluster.slurm.time=40:00:00"], "takes at most 1-12:00:00"),
+    (["cluster=puhti", "cluster.slurm.partitions.0.max_time=3days"], "cluster.slurm.partitions.0.max_time=3days"),
     (["cluster=puhti", "cluster.slurm.account=my project"], "cluster.slurm.account=my project"),
     (["cluster=puhti", "cluster.slurm.gpu_type=v100;reboot"], "cluster.slurm.gpu_type=v100;reboot"),
     (["cluster=puhti", "cluster.slurm.modules=pytorch"], "cluster.slurm.modules=pytorch"),
@@ -88,6 +97,24 @@ def test_a_bad_argument_gets_one_line_and_no_script(argv, words, tmp_path, capsy
     assert lines[0].startswith("ERROR: ") and words in lines[0], lines[0]
     assert "Traceback" not in captured.err and captured.out == ""
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("time", "seconds"),
+    [("30", 1800), ("30:15", 1815), ("2:00:00", 7200), ("1-12", 129600), ("1-0:30", 88200), ("3-00:00:01", 259201)],
+)
+def test_slurm_times_are_read_as_slurm_reads_them(time, seconds):
+    """`30` is 30 minutes and `1-12` a day and a half; a sweep's timeout_min (whole minutes) read
+    them as 30 seconds (1 minute) and a day and 12 seconds."""
+    from {{ cookiecutter.package_name }}.slurm.checks import seconds as read
+    from {{ cookiecutter.package_name }}.slurm.sweep import _minutes
+
+    assert read(time) == seconds and _minutes(time) == -(-seconds // 60)
+
+
+def test_a_time_at_the_partitions_limit_is_taken(capsys):
+    assert slurm_main(["cluster=lumi", "gpus=4", "cluster.slurm.time=3-00:00:00"]) == 0  # small-g: 3 days
+    assert "#SBATCH --partition=small-g" in capsys.readouterr().out
 
 
 def test_a_value_outside_hydras_syntax_takes_the_quoted_form_the_line_gives(capsys):

@@ -320,6 +320,11 @@ def on_puhti(*overrides: str) -> list[str]:
             "hydra.launcher.timeout_min=1500: the cluster profile sets each sweep job's timeout_min, so that its "
             "check and a resumed point's job ask for the same. Fix: cluster.slurm.time=1-01:00:00",
         ),
+        # submitit would have asked for its default time, 5 minutes
+        (
+            on_puhti("cluster.slurm.partition=long", "cluster.slurm.time=UNLIMITED"),
+            "hydra/launcher=slurm: cluster.slurm.time=UNLIMITED: a sweep's jobs need a time limit",
+        ),
         # replaced every #SBATCH option the profile gives: no GPUs, memory or requeue signal
         (on_puhti("+hydra.launcher.additional_parameters.qos=x"), "Fix: +cluster.slurm.sbatch.qos=x"),
         # (without the +: "no such key", whose fix, the +, led to the case above)

@@ -2,6 +2,7 @@
 one word each (a newline would start a shell line), numbers are numbers, sizes and times are
 Slurm's; words on shell lines are quoted so that $VARIABLES expand and nothing else runs."""
 
+import math
 import re
 import shlex
 
@@ -10,6 +11,10 @@ from .profiles import ProfileError
 NAME = re.compile(r"[\w.+@-]+")  # account, partition, GPU type, MPI plugin
 SIZE = re.compile(r"(\d+)([KMGT]?)")  # --mem
 TIME = re.compile(r"(\d+-)?\d+(:\d+){0,2}|UNLIMITED|INFINITE")  # --time: minutes, [D-]HH:MM:SS, ...
+SIGNAL_SECONDS = 90  # the warning before the time limit (--signal): enough to write a checkpoint
+# A shorter job would be signalled before it trained (Slurm may signal up to a minute early),
+# and requeue itself again and again.
+SHORTEST_SECONDS = 3 * 60
 GRES = re.compile(r"[\w:.,-]+")
 GPU_KINDS = ("gres", "gpus-per-node", "none")
 OPTION = re.compile(r"[a-z][a-z0-9-]*")  # an sbatch option's long name
@@ -76,6 +81,14 @@ def check_profile(cluster: dict) -> None:
     for key in ("time", "test_time"):
         if not TIME.fullmatch(str(slurm.get(key))):
             raise refuse(f"cluster.slurm.{key}", slurm.get(key), f"a Slurm time such as 12:00:00 or 2-00:00:00 {where}")
+        if seconds(slurm[key]) < SHORTEST_SECONDS:
+            raise refuse(
+                f"cluster.slurm.{key}",
+                slurm[key],
+                f"at least {slurm_time(SHORTEST_SECONDS)}: the job saves and requeues itself {SIGNAL_SECONDS} s before "
+                f"its time limit (Slurm may signal a minute earlier), so a shorter job would requeue before it "
+                f"trained, again and again {where}",
+            )
     names = {key: slurm.get(key) for key in ("account", "partition", "test_partition", "gpu_type", "mpi")}
     rules = slurm.get("partitions") or []
     if not isinstance(rules, list) or not all(isinstance(rule, dict) and "name" in rule for rule in rules):
@@ -88,6 +101,8 @@ def check_profile(cluster: dict) -> None:
         for limit in ("max_gpus", "max_gpus_per_node", "max_nodes"):
             if rule.get(limit) is not None and not is_count(rule[limit]):
                 raise refuse(f"cluster.slurm.partitions.{i}.{limit}", rule[limit], f"a count from 1 or null {where}")
+        if rule.get("max_time") is not None and not TIME.fullmatch(str(rule["max_time"])):
+            raise refuse(f"cluster.slurm.partitions.{i}.max_time", rule["max_time"], f"a Slurm time or null {where}")
     if slurm.get("test_max_nodes") is not None and not is_count(slurm["test_max_nodes"]):
         raise refuse("cluster.slurm.test_max_nodes", slurm["test_max_nodes"], f"a count from 1 or null {where}")
     for key in ("module_use", "modules", "srun_args", "full_node_srun_args"):
@@ -120,6 +135,26 @@ def check_sbatch_extras(extras, where: str) -> None:
             raise refuse(key, value, f"an sbatch option's long name without dashes, e.g. qos or constraint {where}")
         if value is not None and not OPTION_VALUE.fullmatch(str(value)):
             raise refuse(key, value, f"one word (no spaces, quotes, $ or #), or null for a flag {where}")
+
+
+def seconds(time) -> float:
+    """A Slurm time in seconds (inf: UNLIMITED): minutes, minutes:seconds, hours:minutes:seconds,
+    days-hours, days-hours:minutes or days-hours:minutes:seconds."""
+    if str(time) in ("UNLIMITED", "INFINITE"):
+        return math.inf
+    days, dash, clock = str(time).rpartition("-")
+    parts = [int(part) for part in clock.split(":")]
+    if dash:
+        hours, minutes, secs = (parts + [0, 0])[:3]
+    else:
+        hours, minutes, secs = {1: [0, *parts, 0], 2: [0, *parts], 3: parts}[len(parts)]
+    return ((int(days or 0) * 24 + hours) * 60 + minutes) * 60 + secs
+
+
+def slurm_time(total: float) -> str:
+    """Seconds as Slurm's [D-]HH:MM:SS."""
+    days, rest = divmod(int(total), 24 * 3600)
+    return f"{days}-" * bool(days) + f"{rest // 3600:02d}:{rest // 60 % 60:02d}:{rest % 60:02d}"
 
 
 def is_count(value) -> bool:

@@ -21,13 +21,23 @@ from pathlib import Path
 import jinja2
 from omegaconf import OmegaConf
 
-from .checks import SIZE, check_profile, in_double_quotes, is_count, refuse, shell_word, unset_safe
+from .checks import (
+    SIGNAL_SECONDS,
+    SIZE,
+    check_profile,
+    in_double_quotes,
+    is_count,
+    refuse,
+    seconds,
+    shell_word,
+    slurm_time,
+    unset_safe,
+)
 from .profiles import CONFIGS, PROJECT, ProfileError, load
 
 LAUNCHERS = ("srun", "torchrun", "horovodrun")
 MPI_LAUNCHERS = ("srun", "horovodrun")  # what can start a strategy whose ranks meet through MPI
 JOB_NAME = {{ cookiecutter.project_slug | py_string }}
-SIGNAL_SECONDS = 90  # warning before the time limit: enough to write a checkpoint
 
 # scripts/<name>: (nodes, GPUs per node); None = every GPU of the node.
 SCRIPTS = {"run-gpu1.sh": (1, 1), "run-gpu4.sh": (1, None), "run-gpu8.sh": (2, None)}
@@ -117,11 +127,13 @@ def partition(job: Job) -> str | None:
                 f"({job.slurm['test_partition']}) takes at most {limit} node(s). Fix: nodes={limit}, or leave test out"
             )
         return job.slurm["test_partition"]
-    if job.slurm.get("partition"):
-        return job.slurm["partition"]
     rules = job.slurm.get("partitions") or []
+    if job.slurm.get("partition"):
+        check_time_fits(job, next((rule for rule in rules if rule["name"] == job.slurm["partition"]), {}))
+        return job.slurm["partition"]
     for rule in rules:
         if fits(rule, job):
+            check_time_fits(job, rule)
             return rule["name"]
     if rules:
         most = max((rule["max_nodes"] for rule in rules if rule.get("max_nodes")), default=job.nodes)
@@ -131,6 +143,18 @@ def partition(job: Job) -> str | None:
             f"{fewer}, or cluster.slurm.partition=NAME"
         )
     return None
+
+
+def check_time_fits(job: Job, rule: dict) -> None:
+    """A time beyond the partition's limit: sbatch refuses the job, or, where the cluster lets
+    such jobs wait, it waits forever (PartitionTimeLimit)."""
+    limit = rule.get("max_time")
+    if limit is not None and seconds(job.slurm["time"]) > seconds(limit):
+        raise ProfileError(
+            f"cluster.slurm.time={job.slurm['time']}: partition {rule['name']} of cluster={job.cluster['name']} takes "
+            f"at most {limit} (configs/cluster/{job.cluster['name']}.yaml). Fix: cluster.slurm.time="
+            f"{slurm_time(seconds(limit))} or less: at its limit the job saves, requeues itself and resumes"
+        )
 
 
 def fits(rule: dict, job: Job) -> bool:

@@ -9,6 +9,7 @@ Before anything is submitted, the checks here refuse what the jobs would not do 
 resume_command names how a stopped point resumes.
 """
 
+import math
 import shlex
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ from omegaconf import DictConfig
 
 from ..launch.errors import SetupError
 from ..launch.run_directory import _key
+from .checks import seconds, slurm_time
 from .profiles import ProfileError
 from .render import job_options
 
@@ -51,16 +53,9 @@ SUBMITIT_REQUEUE = ("max_num_timeout", "signal_delay_s")
 
 
 def _minutes(time: str) -> int:
-    """Slurm's [D-]HH:MM:SS as whole minutes (submitit's timeout_min)."""
-    days, _, clock = str(time).rpartition("-")
-    hours, minutes, seconds = (int(part) for part in f"0:0:{clock}".split(":")[-3:])
-    return (int(days or 0) * 24 + hours) * 60 + minutes + (1 if seconds else 0)
-
-
-def _slurm_time(minutes: int) -> str:
-    """Whole minutes (submitit's timeout_min) as Slurm's [D-]HH:MM:SS."""
-    days, minutes = divmod(int(minutes), 24 * 60)
-    return f"{days}-" * bool(days) + f"{minutes // 60:02d}:{minutes % 60:02d}:00"
+    """A Slurm time as whole minutes (submitit's timeout_min; before, `30`, which Slurm reads as
+    minutes, became 1)."""
+    return math.ceil(seconds(time) / 60)
 
 
 def _point_job(root: DictConfig) -> dict:
@@ -105,7 +100,7 @@ def check_launcher_overrides(overrides: list[str]) -> None:
         key = setting
         if key not in PROFILE_KEYS:  # another of submitit's Slurm options (qos, mail_type, ...), or none
             option, key = setting.replace("_", "-"), "additional_parameters"
-        value = _slurm_time(value) if key == "timeout_min" and isinstance(value, int) else value
+        value = slurm_time(value * 60) if key == "timeout_min" and isinstance(value, int) else value
         value = "null" if value is None else value
         if key == "additional_parameters" and not option:  # the whole dict
             option, value = "<option>", "<value>"
@@ -141,6 +136,11 @@ def check_slurm_jobs(points: list[DictConfig], overrides: list[str]) -> None:
             f"the job (swept here: {' '.join(swept)})"
         )
     for sbatch in (job["sbatch"] for job in jobs.values()):
+        if seconds(sbatch["time"]) == math.inf:  # submitit would ask for its default instead, 5 minutes
+            raise SetupError(
+                f"hydra/launcher=slurm: cluster.slurm.time={sbatch['time']}: a sweep's jobs need a time limit. "
+                "Fix: e.g. cluster.slurm.time=1-00:00:00"
+            )
         options = [f"--{key}" + ("" if value is None else f"={value}") for key, value in sbatch.items()]
         result = subprocess.run(["sbatch", "--test-only", *options, "--wrap=true"], capture_output=True, text=True)
         said = [line.strip() for line in result.stderr.splitlines() if line.strip()]
