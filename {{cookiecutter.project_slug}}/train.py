@@ -21,7 +21,11 @@ try:
     from {{ cookiecutter.package_name }}.launch.command_line import check_command_line, stop
     from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
     from {{ cookiecutter.package_name }}.launch.errors import CheckpointNotWritten, SetupError, refused_settings
-    from {{ cookiecutter.package_name }}.launch.run_directory import discard_refused_start, resume_command, resume_overrides
+    from {{ cookiecutter.package_name }}.launch.run_directory import (  # one per line: fits a package name of 30 letters
+        discard_refused_start,
+        resume_command,
+        resume_overrides,
+    )
     from {{ cookiecutter.package_name }}.slurm.profiles import add_detected_cluster
 except KeyboardInterrupt:  # Ctrl-C in the first moments, while these load: as later, not a traceback
     print("\nStopped by Ctrl-C", file=sys.stderr)
