@@ -41,6 +41,12 @@ BAD_VALUES = [
     (["data=synthetic", "model.num_classes=5"], "model.num_classes=5: fewer than the data's 10 classes"),
     (["data=synthetic", "data.num_classes=20", "model.num_classes=9"], "model.num_classes=9: fewer than the data's 20"),
     (["model.num_classes=5"], f"fewer than the data's 10 classes ({MNISTDataModule.__module__}.MNISTDataModule.num"),
+    # the network built for other images: a traceback at its first step ("cannot be multiplied")
+    (["model.net.image_shape=[1,32,32]"], "model.net.image_shape=[1,32,32]: the data's images are [1,28,28] ("),
+    (
+        ["data=synthetic", "data.image_shape=[3,32,32]", "model=autoencoder", "model.net.image_shape=[1,28,28]"],
+        "the data's images are [3,32,32] (data.image_shape). Fix: leave model.net.image_shape out",
+    ),
     (["data=synthetic", "data.image_shape=[784]"], "data.image_shape=[784]: [channels, height, width]: integers"),
     (["data.download=maybe"], "data.download=maybe: true or false"),
     (["data.in_memory=1"], "data.in_memory=1: true or false"),

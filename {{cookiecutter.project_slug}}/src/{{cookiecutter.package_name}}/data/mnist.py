@@ -121,6 +121,7 @@ def sample_split(root: str | Path, split: str, indices: torch.Tensor | None = No
 
 class MNISTDataModule(ImageDataModule):
     num_classes = 10  # the digits; the model's num_classes follows it (configs/model/cnn.yaml)
+    image_shape = (1, 28, 28)  # channels, height, width: the models' default (models/cnn.py, MNIST_IMAGE)
     mean = 0.1307
     std = 0.3081
 

@@ -143,22 +143,46 @@ def check_optimizer_precision(cfg, overrides: list[str]) -> None:
 
 def check_classes(cfg) -> None:
     """A classifier needs a logit for each of the data's classes (else an IndexError in its first
-    step). Checked where model.num_classes is set by hand instead of following the data; the data's
-    count is data.num_classes, or the DataModule's own (MNIST's 10, read from its class)."""
+    step). Checked where model.num_classes is set by hand instead of following the data."""
     model = OmegaConf.select(cfg, "model", default=None)
     if not isinstance(model, DictConfig) or "num_classes" not in model:
         return
     if OmegaConf.is_interpolation(model, "num_classes"):  # follows the data (configs/model/cnn.yaml)
         return
-    where, data_classes = "data.num_classes", OmegaConf.select(cfg, "data.num_classes", default=None)
-    target = OmegaConf.select(cfg, "data._target_", default=None)
-    if data_classes is None and target is not None:
-        try:
-            where, data_classes = f"{target}.num_classes", getattr(_locate(str(target)), "num_classes", None)
-        except (ImportError, AttributeError):  # the run will say
-            return
+    where, data_classes = _data_value(cfg, "num_classes")
     if _int(model.num_classes) and _int(data_classes) and model.num_classes < data_classes:
         raise SetupError(
             f"model.num_classes={model.num_classes}: fewer than the data's {data_classes} classes ({where}). "
             f"Fix: leave model.num_classes out (it follows the data), or model.num_classes={data_classes}"
         )
+
+
+def check_image_shape(cfg) -> None:
+    """The network is built for images of model.net.image_shape: set by hand to another shape than
+    the data's, the first step met a traceback (shapes cannot be multiplied), after the run folder
+    was made. Checked where it is set by hand instead of following the data."""
+    net = OmegaConf.select(cfg, "model.net", default=None)
+    if not isinstance(net, DictConfig) or "image_shape" not in net or OmegaConf.is_interpolation(net, "image_shape"):
+        return
+    shape = OmegaConf.select(cfg, "model.net.image_shape", default=None)
+    where, data_shape = _data_value(cfg, "image_shape")
+    if shape is None or data_shape is None or list(shape) == list(data_shape):
+        return
+    shown = f"[{','.join(map(str, data_shape))}]"
+    raise SetupError(
+        f"model.net.image_shape=[{','.join(map(str, shape))}]: the data's images are {shown} ({where}). "
+        f"Fix: leave model.net.image_shape out (it follows the data), or model.net.image_shape={shown}"
+    )
+
+
+def _data_value(cfg, key: str) -> tuple[str, object]:
+    """Where the data states `key`, and its value: data.<key>, or the DataModule class's own
+    (MNIST's 10 classes and [1,28,28] images); None where neither says."""
+    value = OmegaConf.select(cfg, f"data.{key}", default=None)
+    target = OmegaConf.select(cfg, "data._target_", default=None)
+    if value is not None or target is None:
+        return f"data.{key}", value
+    try:
+        return f"{target}.{key}", getattr(_locate(str(target)), key, None)
+    except (ImportError, AttributeError):  # the run will say
+        return f"data.{key}", None
