@@ -5,6 +5,7 @@ A row whose key is not in the config (e.g. data.num_samples with data=mnist) is 
 """
 
 import difflib
+import math
 import os
 import re
 import zipfile
@@ -46,6 +47,11 @@ def boolean(value) -> bool:
 
 def non_negative_number(value) -> bool:
     return _number(value) and value >= 0
+
+
+def finite_non_negative(value) -> bool:
+    """lr=inf or weight_decay=inf trained on, every loss NaN, and exited 0."""
+    return non_negative_number(value) and math.isfinite(value)
 
 
 def positive_number(value) -> bool:
@@ -191,8 +197,8 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     ("data.download", boolean, "true or false", "data.download=true"),
     ("data.on_device", boolean, "true or false", "data.on_device=true"),
     ("data.in_memory", boolean, "true or false", "data.in_memory=true"),
-    ("model.optimizer.lr", non_negative_number, "a number >= 0 (the learning rate)", "model.optimizer.lr=1e-3"),
-    ("model.optimizer.weight_decay", non_negative_number, "a number >= 0", "model.optimizer.weight_decay=0.01"),
+    ("model.optimizer.lr", finite_non_negative, "a finite number >= 0 (the learning rate)", "model.optimizer.lr=1e-3"),
+    ("model.optimizer.weight_decay", finite_non_negative, "a finite number >= 0", "model.optimizer.weight_decay=0.01"),
     ("model.optimizer.betas", betas, "two numbers in [0, 1)", "+model.optimizer.betas=[0.9,0.999]"),
     ("model.optimizer.eps", positive_number, "a number > 0", "+model.optimizer.eps=1e-8"),
     ("model.optimizer.fused", boolean_or_auto, "true, false or auto", "model.optimizer.fused=auto"),

@@ -29,7 +29,8 @@ def count(key: str, text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise ProfileError(f"{key}={text}: a whole number from 1, e.g. {key}=2") from None
+        every = ", or all (every GPU of a node)" if key == "gpus" else ""
+        raise ProfileError(f"{key}={text}: a whole number from 1{every}, e.g. {key}=2") from None
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

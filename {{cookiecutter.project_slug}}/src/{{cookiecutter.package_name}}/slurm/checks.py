@@ -96,7 +96,8 @@ def check_profile(cluster: dict) -> None:
     names.update({f"partitions.{i}.name": rule["name"] for i, rule in enumerate(rules)})
     for key, value in names.items():
         if value is not None and not NAME.fullmatch(str(value)):
-            raise refuse(f"cluster.slurm.{key}", value, f"a name of letters, digits and . _ + @ - {where}")
+            none = ", or null for none" if value == "" else ""  # account='': no --account line is null
+            raise refuse(f"cluster.slurm.{key}", value, f"a name of letters, digits and . _ + @ -{none} {where}")
     for i, rule in enumerate(rules):
         for limit in ("max_gpus", "max_gpus_per_node", "max_nodes"):
             if rule.get(limit) is not None and not is_count(rule[limit]):
