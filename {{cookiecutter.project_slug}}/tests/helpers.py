@@ -1,6 +1,7 @@
 """What the tests share: run train.py as a user would, make small MNIST files, and
 callbacks that record what each rank wrote and which checkpoints were saved."""
 
+import hashlib
 import os
 import signal
 import subprocess
@@ -263,6 +264,24 @@ class RecordValidations(pl.Callback):
         if not trainer.sanity_checking and trainer.is_global_zero:
             with open(self.path, "a") as record:
                 record.write(f"{trainer.current_epoch}\n")
+
+
+class RecordBatches(pl.Callback):
+    """Test-only: rank 0's training batches, one line each: the epoch and a hash of the batch."""
+
+    def __init__(self, path: str):
+        self.path = Path(path)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if trainer.is_global_zero:
+            images, labels = batch
+            digest = hashlib.sha1(images.cpu().numpy().tobytes() + labels.cpu().numpy().tobytes()).hexdigest()
+            with open(self.path, "a") as record:
+                record.write(f"{trainer.current_epoch} {digest[:12]}\n")
+
+
+def record_batches(path: Path) -> list[str]:
+    return ["+callbacks.batches._target_=tests.helpers.RecordBatches", f"+callbacks.batches.path={path}"]
 
 
 def record_validations(path: Path, seconds_per_batch: float) -> list[str]:

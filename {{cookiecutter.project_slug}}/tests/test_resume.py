@@ -5,7 +5,7 @@ import csv
 import pytest
 import torch
 
-from tests.helpers import FAST, record_validations, run_train, save_after_step
+from tests.helpers import FAST, record_batches, record_validations, run_train, save_after_step, write_small_mnist
 from tests.slurm_helpers import record_starts, starts_of
 
 
@@ -106,3 +106,19 @@ def test_a_run_ended_by_max_steps_mid_epoch_resumes_the_rest_of_that_epoch(tmp_p
     assert validations.read_text().split() == ["0", "1"]
     last = torch.load(tmp_path / "limited" / "checkpoints" / "last.ckpt", weights_only=False)
     assert (last["epoch"], last["global_step"]) == (1, 8), "2 epochs of 4 steps"
+
+
+@pytest.mark.parametrize("in_memory", [True, False], ids=["in-memory", "sample-by-sample"])
+def test_a_resume_in_the_middle_of_an_epoch_trains_the_batches_an_unstopped_run_trains(tmp_path, in_memory):
+    """The resumed epoch trained the first batches of its order again and never its last ones, and
+    one process drew later epochs' orders from wherever the random state was (data/resumable.py)."""
+    common = [*FAST, f"output_root={tmp_path}", "trainer.max_epochs=3"]
+    if not in_memory:  # MNIST's files, read by a loader worker
+        root = write_small_mnist(tmp_path / "mnist")
+        files = ["data=mnist", f"data.root={root}", "data.download=false", "data.val_size=32", "data.in_memory=false"]
+        common = [arg for arg in common if not arg.startswith(("experiment=", "data.num_samples="))] + files
+    run_train(*common, "run_id=whole", *record_batches(tmp_path / "whole.txt"))
+    run_train(*common, "run_id=part", "+trainer.max_steps=6", *record_batches(tmp_path / "part.txt"))  # epoch 1
+    run_train(*common, "run_id=part", "ckpt_path=last", *record_batches(tmp_path / "part.txt"))
+    whole, part = ((tmp_path / name).read_text().splitlines() for name in ("whole.txt", "part.txt"))
+    assert len(whole) == 12 and part == whole

@@ -145,8 +145,7 @@ def _train_plain(
     epoch = 0
     sampler = loader.batch_sampler.sampler  # in a BatchSampler (or IndexBatches) for every loader of make_loader
     while window.done < window.total_steps:
-        if isinstance(sampler, DistributedSampler):
-            sampler.set_epoch(epoch)
+        sampler.set_epoch(epoch)  # a DistributedSampler, or one process's EpochShuffle (data/resumable.py)
         for images, labels in loader:
             images = normalize(images.to(device, non_blocking=True), datamodule.mean, datamodule.std)
             images = images if true_dtype is None else images.to(true_dtype)

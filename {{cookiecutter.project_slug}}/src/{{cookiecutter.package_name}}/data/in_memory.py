@@ -61,6 +61,7 @@ class IndexBatches(BatchSampler):
     """
 
     batches_per_copy = 32
+    skip = 0  # the first batches left out: set for each epoch by a resumable loader (resumable.py)
 
     def __init__(self, sampler: Sampler[int], batch_size: int, drop_last: bool, device: torch.device | str = "cpu"):
         super().__init__(sampler, batch_size, drop_last)
@@ -68,7 +69,8 @@ class IndexBatches(BatchSampler):
 
     def __iter__(self):
         indices = iter(self.sampler)  # draws the epoch's shuffle, as torch's BatchSampler does
-        remaining = len(self)  # drop_last: the last, partial batch is not among them
+        next(itertools.islice(indices, self.skip * self.batch_size, self.skip * self.batch_size), None)  # indices only
+        remaining = len(self) - self.skip  # drop_last: the last, partial batch is not among them
         while remaining > 0:
             count = min(remaining, self.batches_per_copy)
             # numpy reads the ints straight into an array (faster than a list, then a tensor of it)

@@ -1,16 +1,18 @@
 """One DataLoader for both kinds of dataset: in-memory tensors and samples read one by one."""
 
 import torch
-from torch.utils.data import DataLoader, Dataset, RandomSampler, SequentialSampler
+from torch.utils.data import DataLoader, Dataset, SequentialSampler
 
 from .in_memory import IndexBatches, InMemoryImages, already_batched
+from .resumable import EpochShuffle, ResumableLoader, SkippingBatches
 
 
 def make_loader(dataset: Dataset, batch_size: int, shuffle: bool, num_workers: int = 0, sampler=None) -> DataLoader:
     # In memory: the DataLoader asks for a batch of indices and gets the batch (no collate);
     # on a GPU that is a GPU tensor, which workers cannot index. drop_last: every training step
     # the same size on every rank. With workers, a thread pins their batches for fast copies to
-    # the GPU, and the workers live on between epochs.
+    # the GPU, and the workers live on between epochs. Shuffled (training): resumable in the
+    # middle of an epoch (resumable.py).
     in_memory = isinstance(dataset, InMemoryImages)
     workers = 0 if in_memory and dataset.images.is_cuda else num_workers
     options = {
@@ -18,16 +20,10 @@ def make_loader(dataset: Dataset, batch_size: int, shuffle: bool, num_workers: i
         "persistent_workers": workers > 0,
         "pin_memory": workers > 0 and torch.cuda.is_available(),
     }
+    if sampler is None:
+        sampler = EpochShuffle(dataset) if shuffle else SequentialSampler(dataset)
+    loader = ResumableLoader if shuffle else DataLoader
     if in_memory:  # each batch's indices a slice of one index tensor per 32 batches, where the data is
-        if sampler is None:
-            sampler = RandomSampler(dataset) if shuffle else SequentialSampler(dataset)
         batches = IndexBatches(sampler, batch_size, drop_last=shuffle, device=dataset.labels.device)
-        return DataLoader(dataset, batch_sampler=batches, collate_fn=already_batched, **options)
-    return DataLoader(
-        dataset,
-        batch_size=batch_size,
-        shuffle=shuffle if sampler is None else None,
-        sampler=sampler,
-        drop_last=shuffle,
-        **options,
-    )
+        return loader(dataset, batch_sampler=batches, collate_fn=already_batched, **options)
+    return loader(dataset, batch_sampler=SkippingBatches(sampler, batch_size, drop_last=shuffle), **options)
