@@ -170,6 +170,7 @@ BAD_VALUES = [
     # the best checkpoint's own name: its quoted form, not a generic one
     (["ckpt_path=out/epoch=0-step=20.ckpt"], "for the shell as well: 'ckpt_path=\"out/epoch=0-step=20.ckpt\"'"),
     (["output_root=/proc/no/such/dir"], "output_root=/proc/no/such/dir: cannot be written: /proc is not writable"),
+    (["logger.save_dir=/proc/x"], "logger.save_dir=/proc/x: cannot be written: /proc is not writable"),  # a traceback
     (["output_root=${oc.env:RV_UNSET}"], "'RV_UNSET' not found\". Fix: set what it refers to, or give output_root"),
     (["ckpt_path=/nonexistent.ckpt"], "ckpt_path=/nonexistent.ckpt: no such file or directory. Fix: ckpt_path=last"),
 ]

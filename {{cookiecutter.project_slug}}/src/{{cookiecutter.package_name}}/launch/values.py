@@ -271,6 +271,7 @@ def check_values(cfg: DictConfig) -> None:
         if value is not _ABSENT and not allowed(value):
             raise SetupError(f"{key}={shown(value)}: {what}. Fix: e.g. {example}")
     check_output_root(select(cfg, "output_root"))
+    check_logger_folder(select(cfg, "logger.save_dir"))
     check_checkpoint(select(cfg, "ckpt_path"))
 
 
@@ -361,6 +362,17 @@ def check_output_root(root) -> None:
         raise SetupError(
             f"output_root={root}: {reason}. Fix: a directory you can write, e.g. output_root=$HOME/outputs "
             "(on a cluster: its scratch disk)"
+        )
+
+
+def check_logger_folder(save_dir) -> None:
+    """The logger's own folder (the run's by default): one it cannot make met a traceback once the
+    run folder was made."""
+    reason = isinstance(save_dir, str) and save_dir and unwritable(Path(save_dir), folder=True)
+    if reason:
+        raise SetupError(
+            f"logger.save_dir={save_dir}: {reason}. Fix: leave it out (the logs go into the run's folder), "
+            "or a directory you can write"
         )
 
 
