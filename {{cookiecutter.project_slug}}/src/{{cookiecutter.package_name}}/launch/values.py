@@ -271,7 +271,7 @@ def check_values(cfg: DictConfig) -> None:
         if value is not _ABSENT and not allowed(value):
             raise SetupError(f"{key}={shown(value)}: {what}. Fix: e.g. {example}")
     check_output_root(select(cfg, "output_root"))
-    check_logger_folder(select(cfg, "logger.save_dir"))
+    check_logger_folder(select(cfg, "logger"))
     check_checkpoint(select(cfg, "ckpt_path"))
 
 
@@ -365,9 +365,12 @@ def check_output_root(root) -> None:
         )
 
 
-def check_logger_folder(save_dir) -> None:
-    """The logger's own folder (the run's by default): one it cannot make met a traceback once the
-    run folder was made."""
+def check_logger_folder(logger) -> None:
+    """A folder of the logger's own (by default the run's: ${output_dir}, which Hydra sets later and
+    output_root's check covers): one it cannot make met a traceback once the run folder was made."""
+    if not isinstance(logger, DictConfig) or "save_dir" not in logger or OmegaConf.is_interpolation(logger, "save_dir"):
+        return
+    save_dir = logger.save_dir
     reason = isinstance(save_dir, str) and save_dir and unwritable(Path(save_dir), folder=True)
     if reason:
         raise SetupError(
