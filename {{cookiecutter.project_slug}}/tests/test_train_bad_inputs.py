@@ -157,6 +157,9 @@ BAD_VALUES = [
     (["seed=1", "-m", "data.batch_size=16,32"], "data.batch_size=16,32: an override after an option (-m), which"),
     (["seed=1", "--cfg", "job", "seed=2"], "Fix: the options first, then all overrides: python train.py --cfg job"),
     (["-m", "--cfg", "job"], "--multirun with --cfg: Hydra does one of these at a time. Fix: leave out all but one"),
+    # Hydra's own options that met a ValueError's traceback
+    (["--shell-completion"], "--shell-completion: needs what to do: install=bash (or zsh, fish), or uninstall=bash."),
+    (["--experimental-rerun", "x.pickle"], "--experimental-rerun x.pickle: Hydra's rerun needs a config.pickle"),
     (["--cfg", "job", "model=resnet"], "model=resnet: no such choice of model; allowed: autoencoder, cnn"),
     (["data.root="], "data.root='': a folder (where MNIST is, or is downloaded to), not a file. Fix: e.g. data.root"),
     (["data.root=/etc/hostname"], "data.root=/etc/hostname: a folder (where MNIST is, or is downloaded to), not"),

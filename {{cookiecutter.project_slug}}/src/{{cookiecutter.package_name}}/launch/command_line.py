@@ -92,6 +92,17 @@ def check_arguments(argv: list[str]) -> None:
     modes = [f"--{name.replace('_', '-')}" for name in _ONE_MODE if getattr(args, name, None)]
     if len(modes) > 1:  # Hydra's ValueError, with a traceback
         raise SetupError(f"{' with '.join(modes)}: Hydra does one of these at a time. Fix: leave out all but one")
+    if args.shell_completion and not {arg.split("=")[0] for arg in args.overrides} & {"install", "uninstall", "query"}:
+        raise SetupError(  # Hydra's ValueError, with a traceback
+            "--shell-completion: needs what to do: install=bash (or zsh, fish), or uninstall=bash. "
+            'Fix: eval "$(python train.py -sc install=bash)"'
+        )
+    if args.experimental_rerun is not None:  # needs a pickle that no run here writes: a traceback
+        raise SetupError(
+            f"--experimental-rerun {args.experimental_rerun}: Hydra's rerun needs a config.pickle, which runs of this "
+            "project do not write. Fix: python train.py resume=outputs/<run_id> (the run's config, from its newest "
+            "checkpoint), or its overrides again from outputs/<run_id>/.hydra/overrides.yaml"
+        )
     if args.cfg and not (args.config_name or args.config_path):  # prints the config: it must compose
         register_resolvers()
         _compose(_jobs(args.overrides, multirun=False)[0])  # a wrong choice or key: one line (values as given)
