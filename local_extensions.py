@@ -198,7 +198,9 @@ def _check_command_line_keys(answers):
 
 def _check_config_file_types(answers):
     """cookiecutter turns a config file's answers into text after YAML has read them: `0123` became
-    83, `3.10` became 3.1 and `no` False, without a word."""
+    83, `3.10` became 3.1 and `no` False, without a word. And it drops a key it does not know: a
+    misspelt answer (`slurm_acount`) baked the default; a key far from every answer is another
+    template's (the file may serve several) and is left alone."""
     path = _asked("config_file") or os.environ.get("COOKIECUTTER_CONFIG")
     if not path or not os.path.isfile(path):
         return
@@ -209,7 +211,11 @@ def _check_config_file_types(answers):
             given = (yaml.safe_load(file) or {}).get("default_context") or {}
     except (OSError, yaml.YAMLError, AttributeError):
         return  # cookiecutter reports a file it cannot read
+    known = [key for key in answers if not key.startswith("_")]
     for key, value in given.items():
+        close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.8) if key not in answers else []
+        if close:
+            _refuse(key, value, f"not an answer of this template ({path})", f"spell it {close[0]} there")
         if key in answers and not key.startswith("_") and not isinstance(value, str):
             _refuse(
                 key,
