@@ -122,3 +122,17 @@ def test_offline_download_explains_the_fix_and_leaves_no_empty_folders(tmp_path,
     with pytest.raises(MNISTNotFoundError, match="(?s)Network is unreachable.*no internet"):
         MNISTDataModule(root=str(tmp_path / "data"), download=True).prepare_data()
     assert not (tmp_path / "data").exists()
+
+
+def test_the_download_command_names_a_file_that_is_there_but_not_whole(tmp_path, capsys):
+    """torchvision took the files there as downloaded and failed to read them: the command said the
+    download failed (AssertionError) and to find internet."""
+    from {{ cookiecutter.package_name }}.data.mnist import main
+
+    root = write_small_mnist(tmp_path)
+    path = root / "MNIST" / "raw" / "train-images-idx3-ubyte"
+    path.write_bytes(path.read_bytes()[:1000])  # a copy cut short
+    assert main([str(root)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"ERROR: {path} holds 984 bytes of data where its header says")
+    assert line.endswith(f"Fix: delete {root}/MNIST/raw, then run this command again")

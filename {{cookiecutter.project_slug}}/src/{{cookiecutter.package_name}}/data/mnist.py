@@ -197,6 +197,16 @@ class MNISTDataModule(ImageDataModule):
         return order[: self.val_size], order[self.val_size :]
 
 
+def _not_whole(root: str | Path) -> str | None:
+    """Why the first MNIST file under root that is not a whole IDX file is not; None if none."""
+    for path in filter(None, (_find(root, name) for pair in FILES.values() for name in pair)):
+        try:
+            read_idx(path)
+        except NotAnIdxFile as error:
+            return str(error)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """The download command, for a machine with internet (the training error names it)."""
     from ..launch.paths import unwritable
@@ -210,6 +220,10 @@ def main(argv: list[str] | None = None) -> int:
     problem = "is empty" if not target.strip() else unwritable(Path(target) / "MNIST" / "raw", folder=True)
     if problem:  # before: blamed on the internet, after making folders
         print(f"ERROR: DIR={target!r} {problem}. Fix: a folder of yours, e.g. data", file=sys.stderr)
+        return 2
+    broken = _not_whole(target)
+    if broken:  # torchvision takes files that are there as downloaded: it would fail to read them, blamed on the net
+        print(f"ERROR: {broken}. Fix: delete {raw_dir(target)}, then run this command again", file=sys.stderr)
         return 2
     try:
         download(target)
