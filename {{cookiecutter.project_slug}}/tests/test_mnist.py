@@ -136,3 +136,14 @@ def test_the_download_command_names_a_file_that_is_there_but_not_whole(tmp_path,
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"ERROR: {path} holds 984 bytes of data where its header says")
     assert line.endswith(f"Fix: delete {root}/MNIST/raw, then run this command again")
+
+
+@pytest.mark.parametrize("inside", ["MNIST", "MNIST/raw"])
+def test_a_root_inside_the_layout_names_the_root_meant(tmp_path, inside):
+    """DATA_DIR set to the folder of the files: the training downloaded a second copy into
+    <it>/MNIST/raw (or said that the node has no internet)."""
+    root = write_small_mnist(tmp_path)
+    with pytest.raises(MNISTNotFoundError) as error:
+        MNISTDataModule(root=str(root / inside), download=True).prepare_data()
+    assert str(error.value).endswith(f"not a folder inside it. Fix: data.root={root} (or DATA_DIR={root})")
+    assert not (root / inside / "MNIST").exists()

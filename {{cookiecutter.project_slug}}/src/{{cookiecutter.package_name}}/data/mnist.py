@@ -46,6 +46,17 @@ def is_present(root: str | Path) -> bool:
     return all(_find(root, name) for pair in FILES.values() for name in pair)
 
 
+def _root_around(root: str | Path) -> Path | None:
+    """The data.root meant where root is the MNIST or raw folder of a root that holds the files."""
+    root = Path(root).expanduser()
+    if is_present(root):
+        return None
+    for meant in root.parents[:2]:
+        if root in (meant / "MNIST", raw_dir(meant)) and is_present(meant):
+            return meant
+    return None
+
+
 def _how_to_fix(root: str | Path) -> str:
     # __package__, not __name__: that is "__main__" when this file runs as the download command.
     return (
@@ -146,6 +157,12 @@ class MNISTDataModule(ImageDataModule):
         self.prepare_data_per_node = False
 
     def prepare_data(self):
+        meant = _root_around(self.root)
+        if meant is not None:  # else a download into ROOT/MNIST/raw/MNIST/raw, or "no internet"
+            raise MNISTNotFoundError(
+                f"data.root={self.root}: the folder that holds MNIST/raw, not a folder inside it. "
+                f"Fix: data.root={meant} (or DATA_DIR={meant})"
+            )
         if not is_present(self.root):
             if not self.download:
                 raise MNISTNotFoundError(
