@@ -44,6 +44,8 @@ BAD_INPUTS = [
     # shorter than the requeue's warning (90 s), which would requeue the job again and again
     (["cluster=puhti", "cluster.slurm.time=00:01:00"], "cluster.slurm.time=00:01:00: at least 00:03:00"),
     (["cluster=puhti", "test=true", "cluster.slurm.test_time=2"], "cluster.slurm.test_time=2: at least 00:03:00"),
+    # the job took test_time: the time given was dropped without a word
+    (["cluster=puhti", "test=true", "cluster.slurm.time=02:00:00"], "cluster.slurm.time=02:00:00 with test=true: a"),
     # beyond the partition's limit: sbatch refuses it, or it waits forever
     (["cluster=puhti", "cluster.slurm.time=4-00:00:00"], "partition gpu of cluster=puhti takes at most 3-00:00:00"),
     (["cluster=puhti", "cluster.slurm.time=UNLIMITED"], "Fix: cluster.slurm.time=3-00:00:00 or less"),

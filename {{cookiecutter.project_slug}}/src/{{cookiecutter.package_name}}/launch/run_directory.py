@@ -171,7 +171,7 @@ def _record_of_newest_checkpoint(run_dir: Path, newest: tuple[Path, int] | None,
     from ..callbacks.checkpoints import saved_value
     from ..callbacks.start_record import KEY
 
-    named = run_dir / saved_value(newest[0], KEY, "-") / "overrides.yaml"
+    named = run_dir / str(saved_value(newest[0], KEY, "-")) / "overrides.yaml"
     if named in records:
         return named
     written = newest[0].stat().st_mtime

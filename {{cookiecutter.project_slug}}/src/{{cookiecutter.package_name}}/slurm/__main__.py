@@ -76,6 +76,12 @@ def job_from(settings: list[str], train_overrides: list[str], command: str) -> J
     test = values.get("test", "false")
     if test.lower() not in BOOLEANS:
         raise ProfileError(f"test={test}: use test=true (the test partition and its time limit) or test=false")
+    timed = [setting for setting in profile_overrides if setting.lstrip("+~").split("=")[0] == "slurm.time"]
+    if BOOLEANS[test.lower()] and timed:  # the job took test_time, and the time given was dropped without a word
+        raise ProfileError(
+            f"cluster.{timed[-1].lstrip('+~')} with test=true: a test job's time limit is cluster.slurm.test_time "
+            "(the test partition's). Fix: cluster.slurm.test_time=..., or leave out test=true"
+        )
     gpus = values.get("gpus", "all")
     return Job(
         cluster=cluster,
