@@ -214,7 +214,7 @@ def _check_config_file_types(answers):
     known = [key for key in answers if not key.startswith("_")]
     for key, value in given.items():
         close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.8) if key not in answers else []
-        if close:
+        if close and not str(key).startswith(close[0]) and not str(key).endswith(close[0]):  # authors, emails
             _refuse(key, value, f"not an answer of this template ({path})", f"spell it {close[0]} there")
         if key in answers and not key.startswith("_") and not isinstance(value, str):
             _refuse(

@@ -104,13 +104,16 @@ BAD_ANSWERS = [
 def test_a_config_files_misspelt_answer_is_refused(tmp_path):
     """cookiecutter dropped it without a word and baked the default account."""
     config = tmp_path / "config.yaml"
-    config.write_text('default_context:\n  slurm_acount: "project_9"\n  full_name: Ann\n')
+    others = "  full_name: Ann\n  authors: Ann\n  python_versions: x\n"  # other templates' answers: taken
+    config.write_text(f'default_context:\n  slurm_acount: "project_9"\n{others}')
     result = bake_cli(tmp_path / "out", "--config-file", str(config))
     output = (result.stdout + result.stderr).strip()
     assert result.returncode == 1 and len(output.splitlines()) == 1, output
     expected = f"Error: slurm_acount='project_9': not an answer of this template ({config}). Fix: spell it"
     assert output == f"{expected} slurm_account there"
     assert not (tmp_path / "out").exists()
+    config.write_text(f"default_context:\n{others}")
+    assert bake_cli(tmp_path / "out", "--config-file", str(config)).returncode == 0
 
 
 @pytest.mark.parametrize(

@@ -136,6 +136,12 @@ def test_the_download_command_names_a_file_that_is_there_but_not_whole(tmp_path,
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"ERROR: {path} holds 984 bytes of data where its header says")
     assert line.endswith(f"Fix: delete {root}/MNIST/raw, then run this command again")
+    path.unlink()
+    gz = path.with_name(f"{path.name}.gz")
+    gz.write_bytes(b"\x1f\x8b")  # a .gz cut short: torchvision fetches it again (its checksum), not refused here
+    from {{ cookiecutter.package_name }}.data.mnist import _not_whole
+
+    assert _not_whole(root) is None
 
 
 @pytest.mark.parametrize("inside", ["MNIST", "MNIST/raw"])

@@ -52,6 +52,8 @@ BAD_INPUTS = [
     (["cluster=lumi", "cluster.slurm.time=2-12"], "partition standard-g of cluster=lumi takes at most 2-00:00:00"),
     (["cluster=mahti", "cluster.slurm.partition=gpumedium", "cluster.slurm.time=40:00:00"], "takes at most 1-12:00:00"),
     (["cluster=puhti", "cluster.slurm.partitions.0.max_time=3days"], "cluster.slurm.partitions.0.max_time=3days"),
+    # YAML's reading of an unquoted 12:00:00: 43200 minutes, 30 days
+    (["cluster=puhti", "cluster.slurm.time=43200"], "cluster.slurm.time=43200: 43200 minutes, as Slurm reads a number"),
     (["cluster=puhti", "cluster.slurm.account=my project"], "cluster.slurm.account=my project"),
     (
         ["cluster=puhti", "cluster.slurm.account=''"],
@@ -121,6 +123,10 @@ def test_slurm_times_are_read_as_slurm_reads_them(time, seconds):
 def test_a_time_at_the_partitions_limit_is_taken(capsys):
     assert slurm_main(["cluster=lumi", "gpus=4", "cluster.slurm.time=3-00:00:00"]) == 0  # small-g: 3 days
     assert "#SBATCH --partition=small-g" in capsys.readouterr().out
+    # the first partition of the job's size is too short: the next one that takes its time
+    partitions = 'cluster.slurm.partitions=[{name:short,max_time:"04:00:00"},{name:long,max_time:"3-00:00:00"}]'
+    assert slurm_main(["cluster=puhti", partitions, "cluster.slurm.time=12:00:00"]) == 0
+    assert "#SBATCH --partition=long" in capsys.readouterr().out
 
 
 def test_a_value_outside_hydras_syntax_takes_the_quoted_form_the_line_gives(capsys):

@@ -23,6 +23,7 @@ from torch.utils.data import DistributedSampler
 
 from ..data.in_memory import normalize
 from ..data.loaders import make_loader
+from ..data.resumable import EpochShuffle
 from ..hook_costs import cuda_availability_cached
 from ..launch.errors import SetupError
 from ..models.autoencoder import AutoEncoder
@@ -51,7 +52,8 @@ def train_loader(cfg: DictConfig, device: torch.device):
     datamodule = instantiate(cfg.data)
     datamodule.setup("fit")
     train_set = datamodule.placed(datamodule.train_set, device)
-    sampler = DistributedSampler(train_set, seed=cfg.seed) if dist.is_initialized() else None
+    shuffle = DistributedSampler if dist.is_initialized() else EpochShuffle  # each epoch's order from the seed
+    sampler = shuffle(train_set, seed=cfg.seed)
     workers = datamodule.workers_for(train_set)
     loader = make_loader(train_set, cfg.data.batch_size, True, num_workers=workers, sampler=sampler)
     return loader, datamodule

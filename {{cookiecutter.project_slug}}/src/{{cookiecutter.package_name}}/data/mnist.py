@@ -215,8 +215,11 @@ class MNISTDataModule(ImageDataModule):
 
 
 def _not_whole(root: str | Path) -> str | None:
-    """Why the first MNIST file under root that is not a whole IDX file is not; None if none."""
-    for path in filter(None, (_find(root, name) for pair in FILES.values() for name in pair)):
+    """Why the first unpacked MNIST file under root that is not a whole IDX file is not; None if
+    none. Only those: torchvision takes them as downloaded (a .gz cut short it fetches again)."""
+    for path in (raw_dir(root) / name for pair in FILES.values() for name in pair):
+        if not path.is_file():
+            continue
         try:
             read_idx(path)
         except NotAnIdxFile as error:

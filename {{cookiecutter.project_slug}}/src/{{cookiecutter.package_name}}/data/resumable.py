@@ -22,9 +22,9 @@ class EpochShuffle(RandomSampler):
     """A RandomSampler (Lightning's DDP takes it for shuffled data) whose order is
     randperm(seed + epoch): Lightning calls set_epoch before each epoch."""
 
-    def __init__(self, data_source):
+    def __init__(self, data_source, seed: int | None = None):
         super().__init__(data_source)
-        self.seed = int(os.environ.get("PL_GLOBAL_SEED", 0))  # seed_everything's, as DistributedSampler's
+        self.seed = int(os.environ.get("PL_GLOBAL_SEED", 0)) if seed is None else seed  # as DistributedSampler's
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:

@@ -10,7 +10,7 @@ import difflib
 import importlib
 import inspect
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from .errors import SetupError
 from .values import _int, shown
@@ -166,8 +166,8 @@ def check_image_shape(cfg) -> None:
         return
     shape = OmegaConf.select(cfg, "model.net.image_shape", default=None)
     where, data_shape = _data_value(cfg, "image_shape")
-    if shape is None or data_shape is None or list(shape) == list(data_shape):
-        return
+    if shape is None or not isinstance(data_shape, list | tuple | ListConfig) or list(shape) == list(data_shape):
+        return  # not stated as a list by the data (a property of the class, say): the run will tell
     shown = f"[{','.join(map(str, data_shape))}]"
     raise SetupError(
         f"model.net.image_shape=[{','.join(map(str, shape))}]: the data's images are {shown} ({where}). "

@@ -81,6 +81,7 @@ def check_profile(cluster: dict) -> None:
     for key in ("time", "test_time"):
         if not TIME.fullmatch(str(slurm.get(key))):
             raise refuse(f"cluster.slurm.{key}", slurm.get(key), f"a Slurm time such as 12:00:00 or 2-00:00:00 {where}")
+        check_not_sexagesimal(f"cluster.slurm.{key}", slurm[key], where)
         if seconds(slurm[key]) < SHORTEST_SECONDS:
             raise refuse(
                 f"cluster.slurm.{key}",
@@ -104,6 +105,7 @@ def check_profile(cluster: dict) -> None:
                 raise refuse(f"cluster.slurm.partitions.{i}.{limit}", rule[limit], f"a count from 1 or null {where}")
         if rule.get("max_time") is not None and not TIME.fullmatch(str(rule["max_time"])):
             raise refuse(f"cluster.slurm.partitions.{i}.max_time", rule["max_time"], f"a Slurm time or null {where}")
+        check_not_sexagesimal(f"cluster.slurm.partitions.{i}.max_time", rule.get("max_time"), where)
     if slurm.get("test_max_nodes") is not None and not is_count(slurm["test_max_nodes"]):
         raise refuse("cluster.slurm.test_max_nodes", slurm["test_max_nodes"], f"a count from 1 or null {where}")
     for key in ("module_use", "modules", "srun_args", "full_node_srun_args"):
@@ -136,6 +138,17 @@ def check_sbatch_extras(extras, where: str) -> None:
             raise refuse(key, value, f"an sbatch option's long name without dashes, e.g. qos or constraint {where}")
         if value is not None and not OPTION_VALUE.fullmatch(str(value)):
             raise refuse(key, value, f"one word (no spaces, quotes, $ or #), or null for a flag {where}")
+
+
+def check_not_sexagesimal(key: str, time, where: str) -> None:
+    """YAML reads an unquoted 12:00:00 as the number 43200, which Slurm takes as minutes (30 days)."""
+    if isinstance(time, int) and time >= 10000:  # minutes: about a week; 3:00:00 reads as 10800
+        raise refuse(
+            key,
+            time,
+            f"{time} minutes, as Slurm reads a number: YAML reads an unquoted 12:00:00 as 43200. "
+            f'Fix: quote the time in the profile, e.g. "12:00:00" (days: "7-00:00:00") {where}',
+        )
 
 
 def seconds(time) -> float:

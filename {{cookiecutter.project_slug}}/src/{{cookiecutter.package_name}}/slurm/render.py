@@ -131,10 +131,12 @@ def partition(job: Job) -> str | None:
     if job.slurm.get("partition"):
         check_time_fits(job, next((rule for rule in rules if rule["name"] == job.slurm["partition"]), {}))
         return job.slurm["partition"]
-    for rule in rules:
-        if fits(rule, job):
-            check_time_fits(job, rule)
+    sized = [rule for rule in rules if fits(rule, job)]
+    for rule in sized:
+        if not too_long(job, rule):
             return rule["name"]
+    if sized:  # each partition that takes the job's size has a shorter time limit: name the longest
+        check_time_fits(job, max(sized, key=lambda rule: seconds(rule["max_time"])))
     if rules:
         most = max((rule["max_nodes"] for rule in rules if rule.get("max_nodes")), default=job.nodes)
         fewer = f" (at most {most} nodes). Fix: nodes={most} or fewer" if job.nodes > most else ". Fix: fewer GPUs"
@@ -145,11 +147,15 @@ def partition(job: Job) -> str | None:
     return None
 
 
+def too_long(job: Job, rule: dict) -> bool:
+    return rule.get("max_time") is not None and seconds(job.slurm["time"]) > seconds(rule["max_time"])
+
+
 def check_time_fits(job: Job, rule: dict) -> None:
     """A time beyond the partition's limit: sbatch refuses the job, or, where the cluster lets
     such jobs wait, it waits forever (PartitionTimeLimit)."""
-    limit = rule.get("max_time")
-    if limit is not None and seconds(job.slurm["time"]) > seconds(limit):
+    if too_long(job, rule):
+        limit = rule["max_time"]
         raise ProfileError(
             f"cluster.slurm.time={job.slurm['time']}: partition {rule['name']} of cluster={job.cluster['name']} takes "
             f"at most {limit} (configs/cluster/{job.cluster['name']}.yaml). Fix: cluster.slurm.time="

@@ -55,7 +55,7 @@ SUBMITIT_REQUEUE = ("max_num_timeout", "signal_delay_s")
 def _minutes(time: str) -> int:
     """A Slurm time as whole minutes (submitit's timeout_min; before, `30`, which Slurm reads as
     minutes, became 1)."""
-    return math.ceil(seconds(time) / 60)
+    return 0 if seconds(time) == math.inf else math.ceil(seconds(time) / 60)  # inf: check_slurm_jobs refuses it
 
 
 def _point_job(root: DictConfig) -> dict:
