@@ -68,8 +68,9 @@ def build_trainer(cfg: DictConfig) -> pl.Trainer:
     monitors = {f"callbacks.{key}.monitor": each.monitor for key, each in cfg.callbacks.items() if each.get("monitor")}
     if monitors and cfg.trainer.num_sanity_val_steps:
         callbacks.append(MonitoredMetricsLogged(monitors))  # at the sanity check, before any training step
-    if this_start_subdir():  # rank 0's checkpoints name the start that wrote them (for resume=)
-        callbacks.append(StartRecord(this_start_subdir()))
+    start = this_start_subdir()
+    if start:  # rank 0's checkpoints name the start that wrote them (for resume=)
+        callbacks.append(StartRecord(start))
     logger = instantiate(cfg.logger) if cfg.get("logger") else False
     profiler = cfg.trainer.get("profiler") or NoProfiler()
     strategy = build_strategy(cfg)
