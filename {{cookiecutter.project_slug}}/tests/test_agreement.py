@@ -15,6 +15,7 @@ import torch
 
 from {{ cookiecutter.package_name }}.callbacks import agreement
 from {{ cookiecutter.package_name }}.callbacks.agreement import AgreedFlag
+from {{ cookiecutter.package_name }}.callbacks.requeue import SlurmRequeue
 from {{ cookiecutter.package_name }}.callbacks.stop import SaveOnStop
 
 from tests.helpers import FAST, record_saves, run_train, start_until, start_until_first_checkpoint, step_of
@@ -22,10 +23,11 @@ from tests.slurm_helpers import record_starts
 
 
 class Rank:
-    """The part of a Trainer that AgreedFlag uses; `others` is what the other rank sends."""
+    """The part of a Trainer that AgreedFlag and SaveOnStop use; `others` is what the other rank sends."""
 
     def __init__(self, world_size=2, global_rank=0):
         self.world_size = world_size
+        self.accumulate_grad_batches = 1
         self.is_global_zero = global_rank == 0
         self.strategy = self
         self.root_device = torch.device("cpu")
@@ -107,6 +109,24 @@ def test_a_stop_is_agreed_on_at_the_pace_of_training_steps_after_fast_validation
     rank.others[0] = 1.0  # another rank got SIGTERM as training went on
     batches(stopper.on_train_batch_end, 10, 1 / 8)
     assert rank._signal_connector.received_sigterm, f"no stop within 10 steps after the validation: {rank.reduced_at}"
+
+
+def test_slurms_requeue_saves_after_a_batch_that_steps_the_optimizer_not_between_two(monkeypatch):
+    """With accumulate_grad_batches=2 the requeue saved after any batch: one that did not step lost
+    its gradients, and the requeued job's epoch left it out (test_resume.py runs the same rule
+    for a stop)."""
+    requeue = SlurmRequeue()
+    requeue.active = requeue.requested = True
+    saves = []
+    monkeypatch.setattr(requeue, "_save_and_requeue", saves.append)
+    accumulating = [True]
+    epoch_loop = SimpleNamespace(_should_accumulate=lambda: accumulating[0])
+    rank = SimpleNamespace(world_size=1, accumulate_grad_batches=2, fit_loop=SimpleNamespace(epoch_loop=epoch_loop))
+    requeue.on_train_batch_end(rank, None, None, None, 0)
+    assert saves == [], "saved between two optimizer steps"
+    accumulating[0] = False
+    requeue.on_train_batch_end(rank, None, None, None, 1)
+    assert saves == [rank]
 
 
 class CountCollectives(pl.Callback):

@@ -1,8 +1,11 @@
 """Resuming from last.ckpt continues where the first run stopped."""
 
 import csv
+import os
+import signal
 
 import pytest
+import pytorch_lightning as pl
 import torch
 
 from tests.helpers import FAST, record_batches, record_validations, run_train, save_after_step, write_small_mnist
@@ -122,3 +125,33 @@ def test_a_resume_in_the_middle_of_an_epoch_trains_the_batches_an_unstopped_run_
     run_train(*common, "run_id=part", "ckpt_path=last", *record_batches(tmp_path / "part.txt"))
     whole, part = ((tmp_path / name).read_text().splitlines() for name in ("whole.txt", "part.txt"))
     assert len(whole) == 12 and part == whole
+
+
+class SigtermAfterBatch(pl.Callback):
+    """Test-only: SIGTERM to this process at the end of one training batch (counted over epochs)."""
+
+    def __init__(self, batch: int):
+        self.batch = batch
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.fit_loop.total_batch_idx == self.batch:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_a_stop_while_gradients_accumulate_saves_at_the_optimizer_step_and_resumes_to_the_same_weights(tmp_path):
+    """With accumulate_grad_batches=2 a stop (or Slurm's requeue) after a batch that did not step
+    the optimizer saved there: the gradients of that batch were lost, and the resumed epoch left
+    the batch out. Now it saves after the next batch, the one that steps."""
+    common = [*FAST, "model=autoencoder", f"output_root={tmp_path}", "trainer.max_epochs=2"]
+    common += ["trainer.accumulate_grad_batches=2"]  # 4 batches an epoch: 2 optimizer steps
+    run_train(*common, "run_id=whole")
+    sigterm = [f"+callbacks.sigterm._target_={__name__}.SigtermAfterBatch", "+callbacks.sigterm.batch=4"]
+    stopped = run_train(*common, "run_id=part", *sigterm, check=False)  # the first batch of epoch 1
+    assert stopped.returncode == 143, stopped.stderr
+    assert "SIGTERM: saving at the end of the next optimizer step" in stopped.stderr
+    part = tmp_path / "part" / "checkpoints" / "last.ckpt"
+    assert torch.load(part, weights_only=False)["global_step"] == 3, "saved between two optimizer steps"
+    run_train(*common, "run_id=part", "ckpt_path=last")
+    whole = torch.load(tmp_path / "whole" / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
+    resumed = torch.load(part, weights_only=False)["state_dict"]
+    assert all(torch.equal(whole[name], resumed[name]) for name in whole), "a resumed run trained other weights"

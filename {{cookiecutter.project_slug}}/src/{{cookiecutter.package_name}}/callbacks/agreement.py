@@ -16,6 +16,14 @@ import torch
 MOST_STEPS_BETWEEN = 1000
 
 
+def between_optimizer_steps(trainer) -> bool:
+    """In on_train_batch_end: gradients accumulate over several batches and this one did not step
+    the optimizer. A save here would lose the gradients accumulated so far, and the resumed epoch
+    leaves their batches out: a stop or requeue waits for the batch that steps (at most
+    accumulate_grad_batches - 1 more)."""
+    return trainer.accumulate_grad_batches > 1 and trainer.fit_loop.epoch_loop._should_accumulate()
+
+
 class AgreedFlag:
     def __init__(self, seconds: float = 1.0):
         self.seconds = seconds

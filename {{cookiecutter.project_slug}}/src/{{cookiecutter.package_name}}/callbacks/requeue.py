@@ -21,7 +21,7 @@ import pytorch_lightning as pl
 from lightning_fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
 from pytorch_lightning.utilities import rank_zero_info
 
-from .agreement import AgreedFlag
+from .agreement import AgreedFlag, between_optimizer_steps
 from .checkpoints import wait_for_checkpoint_writes
 
 
@@ -49,7 +49,9 @@ class SlurmRequeue(pl.Callback):
         self.requested = True
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        if self.active and self.agreements["train"].agreed(trainer, self.requested):
+        if not self.active or between_optimizer_steps(trainer):
+            return
+        if self.agreements["train"].agreed(trainer, self.requested):
             self._save_and_requeue(trainer)
 
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):

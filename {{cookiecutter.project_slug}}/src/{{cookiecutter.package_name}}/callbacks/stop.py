@@ -22,7 +22,7 @@ from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from ..launch.resume_checks import limit_reached
 from ..launch.run_directory import resume_command, shown
-from .agreement import AgreedFlag
+from .agreement import AgreedFlag, between_optimizer_steps
 from .checkpoints import newest_checkpoint, wait_for_checkpoint_writes
 
 EXIT_CODES = {"SIGTERM": 128 + signal.SIGTERM, "Ctrl-C": 128 + signal.SIGINT}
@@ -59,8 +59,10 @@ class SaveOnStop(pl.Callback):
 
     def _catch_signals(self, trainer, batch: str) -> None:
         self.catching = True
-        alone = trainer.world_size == 1
-        if alone:  # nothing to agree on: no per-batch calls (Lightning skips a hook that is not callable)
+        # One process with nothing to agree on and no gradients accumulating: no per-batch calls
+        # (Lightning skips a hook that is not callable), the signal handler stops after this batch.
+        alone = trainer.world_size == 1 and trainer.accumulate_grad_batches == 1
+        if alone:
             self.on_train_batch_end = self.on_validation_batch_end = self.on_test_batch_end = None
 
         # Lightning's own SIGTERM handler runs a collective inside the handler, which can pair
@@ -76,14 +78,20 @@ class SaveOnStop(pl.Callback):
                 trainer.strategy.launcher.kill(signum)  # Ctrl-C reaches them from the terminal
             if alone:  # Lightning stops after this batch
                 trainer._signal_connector.received_sigterm = True
-            where = f"this {batch}" if alone else f"the {batch} all ranks agree on (within about a second)"
+            if trainer.world_size > 1:
+                where = f"the {batch} all ranks agree on (within about a second)"
+            elif alone or trainer.testing:
+                where = f"this {batch}"
+            else:  # gradients accumulate: not in between two optimizer steps (agreement.py)
+                where = "the next optimizer step"
             doing = "stopping" if trainer.testing else "saving"
             print(f"\n{self.reason}: {doing} at the end of {where}", file=sys.stderr, flush=True)
 
         self.previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        self._stop_if_agreed(trainer, self.agreements["train"])
+        if not between_optimizer_steps(trainer):
+            self._stop_if_agreed(trainer, self.agreements["train"])
 
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
         if not trainer.sanity_checking:  # before training: no signal handler yet, nothing to stop
