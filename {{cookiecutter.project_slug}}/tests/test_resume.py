@@ -8,6 +8,8 @@ import pytest
 import pytorch_lightning as pl
 import torch
 
+from {{ cookiecutter.package_name }}.models.classifier import ImageClassifier
+
 from tests.helpers import FAST, record_batches, record_validations, run_train, save_after_step, write_small_mnist
 from tests.slurm_helpers import record_starts, starts_of
 
@@ -125,6 +127,30 @@ def test_a_resume_in_the_middle_of_an_epoch_trains_the_batches_an_unstopped_run_
     run_train(*common, "run_id=part", "ckpt_path=last", *record_batches(tmp_path / "part.txt"))
     whole, part = ((tmp_path / name).read_text().splitlines() for name in ("whole.txt", "part.txt"))
     assert len(whole) == 12 and part == whole
+
+
+class OneCycleClassifier(ImageClassifier):
+    """Test-only: a model whose learning-rate schedule reads the run's number of optimizer steps."""
+
+    def configure_optimizers(self):
+        optimizer = self.optimizer(self.parameters())
+        steps = self.trainer.estimated_stepping_batches
+        schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=1e-3, total_steps=steps)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+
+def test_a_mid_epoch_resume_of_a_model_that_reads_the_number_of_steps_trains_the_batches_an_unstopped_run_trains(
+    tmp_path,
+):
+    """Lightning issue #20550: where configure_optimizers reads trainer.estimated_stepping_batches
+    (a OneCycleLR), Lightning never gave the training loader its saved position, and the resumed
+    epoch trained its first batches again (callbacks/batch_end_saves.py gives it back)."""
+    common = [*FAST, f"output_root={tmp_path}", "trainer.max_epochs=3", f"model._target_={__name__}.OneCycleClassifier"]
+    mid_epoch = tmp_path / "mid-epoch.ckpt"
+    run_train(*common, "run_id=whole", *record_batches(tmp_path / "whole.txt"), *save_after_step(6, mid_epoch))
+    run_train(*common, "run_id=resumed", f"ckpt_path={mid_epoch}", *record_batches(tmp_path / "resumed.txt"))
+    whole, resumed = ((tmp_path / name).read_text().splitlines() for name in ("whole.txt", "resumed.txt"))
+    assert len(whole) == 12 and resumed == whole[6:]
 
 
 class SigtermAfterBatch(pl.Callback):

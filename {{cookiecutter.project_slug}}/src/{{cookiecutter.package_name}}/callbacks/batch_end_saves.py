@@ -12,13 +12,23 @@ of a training or a validation batch. Lightning 2.6 resumes three such points wro
   counts that epoch as done, and a resume with a larger limit skips the rest of that epoch.
 Two forms it does resume whole: a validation cut off inside its first batch (it runs that
 validation again from its start; the batches' results are not saved, so it must start over),
-and an epoch's end. Each save is written in one of them.
+and an epoch's end. Each save is written in one of them. (The training loader's position in the
+epoch, saved with them, is given back also where Lightning forgets to: on_train_start.)
 """
 
 import pytorch_lightning as pl
 
 
 class BatchEndSavesResumeWhole(pl.Callback):
+    def on_train_start(self, trainer, pl_module):
+        # Lightning issue #20550: where configure_optimizers reads trainer.estimated_stepping_batches
+        # (a OneCycleLR's total steps, say), Lightning builds the training loader before it restores
+        # the checkpoint and never hands the loader its saved position (data/resumable.py): the
+        # resumed epoch trained its first batches again. The position still applies here, before
+        # the epoch's first batch is drawn.
+        if trainer.fit_loop._combined_loader_states_to_load:
+            trainer.fit_loop._load_combined_loader_states()
+
     def on_save_checkpoint(self, trainer, pl_module, checkpoint):
         if "loops" not in checkpoint or trainer.sanity_checking:
             return
