@@ -7,7 +7,9 @@ import signal
 import pytest
 import pytorch_lightning as pl
 import torch
+from torch.utils.data import DataLoader, TensorDataset
 
+from {{ cookiecutter.package_name }}.data.synthetic import SyntheticDataModule
 from {{ cookiecutter.package_name }}.models.classifier import ImageClassifier
 
 from tests.helpers import FAST, record_batches, record_validations, run_train, save_after_step, write_small_mnist
@@ -151,6 +153,28 @@ def test_a_mid_epoch_resume_of_a_model_that_reads_the_number_of_steps_trains_the
     run_train(*common, "run_id=resumed", f"ckpt_path={mid_epoch}", *record_batches(tmp_path / "resumed.txt"))
     whole, resumed = ((tmp_path / name).read_text().splitlines() for name in ("whole.txt", "resumed.txt"))
     assert len(whole) == 12 and resumed == whole[6:]
+
+
+class PlainLoaderData(SyntheticDataModule):
+    """Test-only: a data module of a user's own, whose training loader is a plain DataLoader."""
+
+    def train_dataloader(self):
+        samples = TensorDataset(self.train_set.images, self.train_set.labels)
+        return DataLoader(samples, batch_size=self.batch_size, shuffle=True, drop_last=True)
+
+
+def test_a_checkpoint_resumed_with_a_plain_dataloader_of_ones_own_trains_on(tmp_path):
+    """The checkpoint holds the project's loader's position in its epoch; a data module whose
+    loader takes none (a plain DataLoader) met Lightning's RuntimeError ("0 stateful loaders, but
+    found 1 states") and a traceback. Now the epoch starts its batches over, as Lightning warns."""
+    common = [*FAST, f"output_root={tmp_path}", "trainer.max_epochs=3"]
+    mid_epoch = tmp_path / "mid-epoch.ckpt"
+    run_train(*common, "run_id=first", *save_after_step(6, mid_epoch))
+    own = [*common, "run_id=own", f"data._target_={__name__}.PlainLoaderData", f"ckpt_path={mid_epoch}"]
+    resumed = run_train(*own, check=False)
+    assert resumed.returncode == 0 and "Traceback" not in resumed.stderr, resumed.stderr
+    assert "not resumable" in resumed.stderr  # Lightning's warning: the epoch's batches start over
+    assert torch.load(tmp_path / "own" / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 12
 
 
 class SigtermAfterBatch(pl.Callback):

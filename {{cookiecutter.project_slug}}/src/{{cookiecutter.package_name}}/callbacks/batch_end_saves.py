@@ -20,14 +20,26 @@ import pytorch_lightning as pl
 
 
 class BatchEndSavesResumeWhole(pl.Callback):
+    loader_states: list = []  # the training loader's saved position, until training starts
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint):
+        # Given back in on_train_start, not by Lightning 2.6, which (1) never gave it where
+        # configure_optimizers reads trainer.estimated_stepping_batches (a OneCycleLR's total steps:
+        # Lightning issue #20550), and the resumed epoch trained its first batches again; (2) stopped
+        # with a traceback where the loader takes no position (a plain DataLoader of a data module
+        # of your own, resumed from a checkpoint of the project's).
+        fit_loop = checkpoint.get("loops", {}).get("fit_loop", {}).get("state_dict", {})
+        self.loader_states = fit_loop.pop("combined_loader", [])
+
     def on_train_start(self, trainer, pl_module):
-        # Lightning issue #20550: where configure_optimizers reads trainer.estimated_stepping_batches
-        # (a OneCycleLR's total steps, say), Lightning builds the training loader before it restores
-        # the checkpoint and never hands the loader its saved position (data/resumable.py): the
-        # resumed epoch trained its first batches again. The position still applies here, before
-        # the epoch's first batch is drawn.
-        if trainer.fit_loop._combined_loader_states_to_load:
-            trainer.fit_loop._load_combined_loader_states()
+        states, self.loader_states = self.loader_states, []
+        loader = trainer.fit_loop._combined_loader
+        takers = [each for each in loader.flattened if hasattr(each, "load_state_dict")] if loader else []
+        # Before the epoch's first batch is drawn (data/resumable.py). Loaders that take no position:
+        # the epoch starts its batches over, as Lightning's warning of a loader "not resumable" says.
+        if states and len(takers) == len(states):
+            for taker, state in zip(takers, states, strict=True):
+                taker.load_state_dict(state)
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint):
         if "loops" not in checkpoint or trainer.sanity_checking:
