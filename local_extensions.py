@@ -73,6 +73,33 @@ TAKEN_NAMES = {
     "configs", "scripts", "docs", "tests", "test", "src", "train", "conftest", "setup",
 }  # fmt: skip
 
+# Distribution names a generated project cannot take (project_slug is its name in pyproject.toml):
+# `pip install -e .` would uninstall the package of that name that the project runs on. What the
+# dependencies and extras install on Linux, as PEP 503 normalizes names; tests/test_bad_answers.py
+# checks that it holds everything they require in turn, where installed.
+TAKEN_DISTRIBUTIONS = {
+    # dependencies, extras, and what they require
+    "torch", "torchvision", "pytorch-lightning", "lightning", "lightning-fabric", "lightning-utilities", "hydra-core",
+    "hydra-submitit-launcher", "submitit", "omegaconf", "antlr4-python3-runtime", "jinja2", "markupsafe",
+    "torchmetrics", "rich", "markdown-it-py", "mdurl", "pygments", "tensorboard", "tensorboard-data-server", "absl-py",
+    "grpcio", "markdown", "protobuf", "werkzeug", "numpy", "pillow", "packaging", "setuptools", "pyyaml", "tqdm",
+    "fsspec", "filelock", "networkx", "sympy", "mpmath", "typing-extensions", "triton", "aiohttp", "requests",
+    "urllib3", "certifi", "idna", "charset-normalizer", "cloudpickle", "psutil", "cffi", "pycparser", "horovod",
+    "deepspeed", "hjson", "msgpack", "ninja", "py-cpuinfo", "einops", "nvidia-ml-py", "pydantic", "pydantic-core",
+    "annotated-types", "typing-inspection", "annotated-doc", "wandb", "sentry-sdk", "gitpython", "gitdb", "smmap",
+    "platformdirs", "click", "pytest", "pluggy", "iniconfig", "pytest-timeout", "ruff", "cruft", "cookiecutter",
+    "binaryornot", "arrow", "python-dateutil", "six", "tzdata", "python-slugify", "text-unidecode", "typer",
+    "shellingham", "pip", "wheel", "mpi4py",
+    # torch's CUDA libraries (CUDA 12 and 13 builds)
+    "cuda-bindings", "cuda-pathfinder", "cuda-toolkit", "nvidia-cublas", "nvidia-cublas-cu12", "nvidia-cuda-cupti",
+    "nvidia-cuda-cupti-cu12", "nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc-cu12", "nvidia-cuda-runtime",
+    "nvidia-cuda-runtime-cu12", "nvidia-cudnn-cu12", "nvidia-cudnn-cu13", "nvidia-cufft", "nvidia-cufft-cu12",
+    "nvidia-cufile", "nvidia-cufile-cu12", "nvidia-curand", "nvidia-curand-cu12", "nvidia-cusolver",
+    "nvidia-cusolver-cu12", "nvidia-cusparse", "nvidia-cusparse-cu12", "nvidia-cusparselt-cu12",
+    "nvidia-cusparselt-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "nvidia-nvjitlink", "nvidia-nvjitlink-cu12",
+    "nvidia-nvshmem-cu12", "nvidia-nvshmem-cu13", "nvidia-nvtx", "nvidia-nvtx-cu12",
+}  # fmt: skip
+
 SLUG = re.compile(r"[a-z0-9]([a-z0-9._-]*[a-z0-9])?")  # a valid distribution and folder name
 PACKAGE = re.compile(r"[a-z][a-z0-9_]*")
 ACCOUNT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -131,6 +158,11 @@ def project_slug(name):
     return slugify(str(name), max_length=MAX_NAME, word_boundary=True, save_order=True)
 
 
+def distribution_name(slug):
+    """As pip compares names (PEP 503): Pytorch_Lightning is pytorch-lightning."""
+    return re.sub(r"[-_.]+", "-", str(slug)).lower()
+
+
 def package_name(slug):
     return str(slug).replace("-", "_").replace(".", "_")
 
@@ -163,6 +195,13 @@ def _check_slug(slug, name):
         )
     if len(slug) > MAX_NAME:
         _refuse("project_slug", slug, f"is {len(slug)} characters, at most {MAX_NAME} fit", "a shorter project_slug")
+    if distribution_name(slug) in TAKEN_DISTRIBUTIONS:
+        _refuse(
+            "project_slug",
+            slug,
+            "is the name of a package the project runs on: `pip install -e .` would uninstall it",
+            f"project_slug=my-{slug}",
+        )
 
 
 def _check_package(package):

@@ -3,6 +3,7 @@ exit status 1, no traceback and nothing written; unusual but valid answers bake 
 that parses, builds its metadata and passes ruff."""
 
 import ast
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -21,7 +22,9 @@ from test_bake import assert_ruff_clean
 from local_extensions import (
     MAX_NAME,
     PACKAGE,
+    TAKEN_DISTRIBUTIONS,
     TAKEN_NAMES,
+    distribution_name,
     py_docstring,
     py_string,
     toml_string,
@@ -64,6 +67,11 @@ BAD_ANSWERS = [
     (["project_slug=ac/dc"], "project_slug='ac/dc': use lowercase ASCII letters"),
     (["project_slug=net-"], "Fix: project_slug=net"),
     ([f"project_slug={LONG.replace('_', '-')}"], f"at most {MAX_NAME} fit"),
+    # pip install -e . would uninstall the dependency of that name (pip's names: _ and . are -)
+    (["project_slug=torch", "package_name=my_torch"], "project_slug='torch': is the name of a package the project"),
+    (["project_slug=pytorch_lightning", "package_name=pl_net"], "Fix: project_slug=my-pytorch_lightning"),
+    (["project_slug=numpy", "package_name=my_numpy"], "project_slug='numpy': is the name of a package the project"),
+    (["project_slug=pip", "package_name=my_pip"], "`pip install -e .` would uninstall it"),
     (["project_name="], "project_name='': is empty"),
     (["project_name=🚀"], "project_slug='': use lowercase ASCII letters"),
     (["author="], "author='': is empty"),
@@ -220,6 +228,33 @@ def test_generated_code_imports_only_names_a_package_may_not_take(default_projec
                 imported.add(node.module.split(".")[0])
     missing = imported - set(sys.stdlib_module_names) - TAKEN_NAMES - {"mnist_ddp"}
     assert not missing, f"add to TAKEN_NAMES in local_extensions.py: {sorted(missing)}"
+
+
+def test_the_distributions_the_project_installs_are_names_a_slug_may_not_take(default_project):
+    """project_slug is the project's distribution name: `pip install -e .` of a project called
+    numpy or pip uninstalls that package. Every distribution that the dependencies and extras
+    require in turn (as installed here, for this platform) must be in TAKEN_DISTRIBUTIONS."""
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((default_project / "pyproject.toml").read_text())["project"]
+    wanted = [*project["dependencies"], *(r for extra in project["optional-dependencies"].values() for r in extra)]
+    required, todo = set(), [Requirement(each) for each in wanted]
+    while todo:
+        requirement = todo.pop()
+        name = distribution_name(requirement.name)
+        if name in required:
+            continue
+        required.add(name)
+        try:
+            requires = importlib.metadata.distribution(requirement.name).requires or []
+        except importlib.metadata.PackageNotFoundError:  # an extra not installed here (deepspeed)
+            continue
+        for each in map(Requirement, requires):
+            if each.marker is None or any(each.marker.evaluate({"extra": e}) for e in requirement.extras or {""}):
+                todo.append(each)
+    assert {"torch", "numpy", "markupsafe", "pyyaml"} <= required, "the walk no longer finds the known ones"
+    missing = required - TAKEN_DISTRIBUTIONS
+    assert not missing, f"add to TAKEN_DISTRIBUTIONS in local_extensions.py: {sorted(missing)}"
 
 
 # The libraries a training run goes through, and how they ask whether a module is installed before
