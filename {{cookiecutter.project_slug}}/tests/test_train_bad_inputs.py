@@ -159,6 +159,9 @@ BAD_VALUES = [
     (["-m", "--cfg", "job"], "--multirun with --cfg: Hydra does one of these at a time. Fix: leave out all but one"),
     # Hydra's own options that met a ValueError's traceback
     (["--shell-completion"], "--shell-completion: needs what to do: install=bash (or zsh, fish), or uninstall=bash."),
+    (["-sc", "install=tcsh"], "--shell-completion install=tcsh: Hydra completes in bash, zsh, fish. Fix: install=bash"),
+    (["-sc", "install"], "--shell-completion install: Hydra completes in bash, zsh, fish. Fix: install=bash"),
+    (["-sc", "query=bash"], "--shell-completion query=bash: the shell's completion asks this as you press"),  # KeyError
     (["--experimental-rerun", "x.pickle"], "--experimental-rerun x.pickle: Hydra's rerun needs a config.pickle"),
     (["--cfg", "job", "model=resnet"], "model=resnet: no such choice of model; allowed: autoencoder, cnn"),
     (["data.root="], "data.root='': a folder (where MNIST is, or is downloaded to), not a file. Fix: e.g. data.root"),
@@ -190,6 +193,7 @@ def clean_env(monkeypatch):
     """As a user starts it: no launcher's rank, no HYDRA_FULL_ERROR."""
     for name in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("COMP_LINE", raising=False)  # set by a shell's completion only
     monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
 
 
@@ -229,6 +233,18 @@ def test_right_values_pass(capsys, tmp_path, clean_env):
     check_command_line([*half, f"output_root={tmp_path}"])
     check_command_line([half[0], "model.optimizer._target_=torch.optim.SGD", f"output_root={tmp_path}"])  # no eps
     assert capsys.readouterr().err == ""
+
+
+def test_shell_completion_installs_and_completes(tmp_path, clean_env):
+    """What the shell-completion checks let through still works: install=, and query= as the
+    shell's completion asks it, with COMP_LINE set."""
+    command = [sys.executable, str(PROJECT / "train.py"), "-sc"]
+    run = dict(cwd=PROJECT, capture_output=True, text=True, timeout=120)
+    installed = subprocess.run([*command, "install=bash"], env=project_env(), **run)
+    assert installed.returncode == 0 and "complete -o nospace" in installed.stdout, installed.stderr
+    typed = project_env(COMP_LINE="python train.py strat", COMP_POINT="21")
+    completed = subprocess.run([*command, "query=bash"], env=typed, **run)
+    assert completed.returncode == 0 and "strategy=" in completed.stdout.split(), completed.stderr
 
 
 def test_trainer_arguments_lightning_takes_pass(capsys, tmp_path, clean_env):

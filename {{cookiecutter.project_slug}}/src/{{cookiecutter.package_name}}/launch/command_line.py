@@ -25,6 +25,7 @@ HIDDEN = ("localslurm",)  # the tests' own Slurm; names starting with _ are base
 
 # Hydra options after which there is nothing to check: Hydra prints something and exits.
 _ONE_MODE = ("run", "multirun", "cfg", "info", "shell_completion")  # Hydra takes one of these at a time
+SHELLS = ("bash", "zsh", "fish")  # Hydra's completion scripts
 _HYDRA_ONLY = ("help", "hydra_help", "version", "cfg", "info", "shell_completion", "experimental_rerun")
 
 
@@ -92,11 +93,8 @@ def check_arguments(argv: list[str]) -> None:
     modes = [f"--{name.replace('_', '-')}" for name in _ONE_MODE if getattr(args, name, None)]
     if len(modes) > 1:  # Hydra's ValueError, with a traceback
         raise SetupError(f"{' with '.join(modes)}: Hydra does one of these at a time. Fix: leave out all but one")
-    if args.shell_completion and not {arg.split("=")[0] for arg in args.overrides} & {"install", "uninstall", "query"}:
-        raise SetupError(  # Hydra's ValueError, with a traceback
-            "--shell-completion: needs what to do: install=bash (or zsh, fish), or uninstall=bash. "
-            'Fix: eval "$(python train.py -sc install=bash)"'
-        )
+    if args.shell_completion:
+        check_shell_completion(args.overrides)
     if args.experimental_rerun is not None:  # needs a pickle that no run here writes: a traceback
         raise SetupError(
             f"--experimental-rerun {args.experimental_rerun}: Hydra's rerun needs a config.pickle, which runs of this "
@@ -110,6 +108,23 @@ def check_arguments(argv: list[str]) -> None:
     if any(getattr(args, name, None) for name in _HYDRA_ONLY) or args.config_name or args.config_path:
         return
     check_overrides(args.overrides, args.multirun)
+
+
+def check_shell_completion(overrides: list[str]) -> None:
+    """What Hydra's --shell-completion meets with a traceback: no action, a shell it has no script
+    for (ValueError), or query= typed by hand (KeyError: the shell's completion sets COMP_LINE)."""
+    fix = 'Fix: eval "$(python train.py -sc install=bash)", then Tab completes what you type after python train.py'
+    actions = [arg for arg in overrides if arg.split("=")[0] in ("install", "uninstall", "query")]
+    if len(actions) != 1:
+        raise SetupError(f"--shell-completion: needs what to do: install=bash (or zsh, fish), or uninstall=bash. {fix}")
+    action, _, shell = actions[0].partition("=")
+    if shell not in SHELLS:
+        raise SetupError(f"--shell-completion {actions[0]}: Hydra completes in {', '.join(SHELLS)}. Fix: {action}=bash")
+    if action == "query" and "COMP_LINE" not in os.environ:
+        raise SetupError(
+            f"--shell-completion {actions[0]}: the shell's completion asks this as you press Tab (it sets COMP_LINE); "
+            f"typed by hand there is nothing to complete. {fix}"
+        )
 
 
 def check_overrides(overrides: list[str], multirun: bool = False) -> None:
