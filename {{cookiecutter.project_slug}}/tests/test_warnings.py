@@ -12,6 +12,8 @@ from pytorch_lightning.utilities.warnings import PossibleUserWarning
 
 from {{ cookiecutter.package_name }}.launch.warnings import quiet_benign_messages
 
+from tests.helpers import FAST, project_env, run_train
+
 
 def test_known_benign_warnings_are_filtered_and_others_still_show():
     messages = [
@@ -86,3 +88,14 @@ def test_torchs_note_that_a_cpu_machine_has_no_cuda_runtime_is_dropped():
     finally:
         logger.removeHandler(lines)
     assert lines.lines == ["Error building extension 'cpu_adam'"]
+
+
+def test_a_slurm_task_does_not_say_lightnings_requeue_is_on(tmp_path):
+    """Every rank of a Slurm job said "SLURM auto-requeueing enabled. Setting signal handlers.", of
+    Lightning's requeue, which the project's (callbacks/requeue.py) replaces."""
+    task = {"SLURM_NTASKS": "1", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_JOB_ID": "77"}
+    task |= {"SLURM_JOB_NAME": "train", "SLURM_NODELIST": "localhost", "SLURM_STEP_ID": "0"}  # as srun sets them
+    ran = run_train(*FAST, "trainer.max_epochs=1", f"output_root={tmp_path}", env=project_env(**task))
+    said = ran.stdout + ran.stderr
+    assert (tmp_path / "slurm-77.0").is_dir(), f"not run as a Slurm task: {said}"
+    assert "auto-requeueing" not in said

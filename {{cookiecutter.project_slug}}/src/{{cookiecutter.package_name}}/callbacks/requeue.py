@@ -44,6 +44,9 @@ class SlurmRequeue(pl.Callback):
         if self.active:
             # Registered before Lightning registers its handlers, so it keeps its own off for this signal.
             signal.signal(self.signum, self._on_signal)
+            environment = trainer._accelerator_connector.cluster_environment
+            if isinstance(environment, SLURMEnvironment):  # nor would it say, on every rank, that it requeues
+                environment.auto_requeue = False
 
     def _on_signal(self, signum, frame):
         self.requested = True
