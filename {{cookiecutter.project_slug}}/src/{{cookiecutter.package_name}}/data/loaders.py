@@ -1,5 +1,7 @@
 """One DataLoader for both kinds of dataset: in-memory tensors and samples read one by one."""
 
+import os
+
 import torch
 from torch.utils.data import DataLoader, Dataset, SequentialSampler
 
@@ -19,6 +21,9 @@ def make_loader(dataset: Dataset, batch_size: int, shuffle: bool, num_workers: i
         "num_workers": workers,
         "persistent_workers": workers > 0,
         "pin_memory": workers > 0 and torch.cuda.is_available(),
+        # Its own generator for the seed each epoch's iterator draws (for its workers): the global
+        # random state is the model's alone, and a resumed run's is as saved (callbacks/random_states.py).
+        "generator": torch.Generator().manual_seed(int(os.environ.get("PL_GLOBAL_SEED", 0))),
     }
     if sampler is None:
         sampler = EpochShuffle(dataset) if shuffle else SequentialSampler(dataset)
