@@ -175,6 +175,10 @@ BAD_VALUES = [
     (["run_id=é"], "run_id=é: not a valid override (LexerNoViableAltException: run_id=é). Fix: key=value"),
     # the best checkpoint's own name: its quoted form, not a generic one
     (["ckpt_path=out/epoch=0-step=20.ckpt"], "for the shell as well: 'ckpt_path=\"out/epoch=0-step=20.ckpt\"'"),
+    # another run's folder: its checkpoints were overwritten, exit 0
+    (["callbacks.last_checkpoint.dirpath=/tmp/other/checkpoints"], "callbacks.last_checkpoint.dirpath=/tmp/other/chec"),
+    (["callbacks.checkpoint.dirpath=null"], "callbacks.checkpoint.dirpath=null: the run's own folder (${output_dir}/"),
+    (["callbacks.save_on_stop.run_dir=/proc/x"], "Fix: leave it out; for checkpoints on another disk, output_root="),
     (["output_root=/proc/no/such/dir"], "output_root=/proc/no/such/dir: cannot be written: /proc is not writable"),
     (["logger.save_dir=/proc/x"], "logger.save_dir=/proc/x: cannot be written: /proc is not writable"),  # a traceback
     (["output_root=${oc.env:RV_UNSET}"], "'RV_UNSET' not found\". Fix: set what it refers to, or give output_root"),

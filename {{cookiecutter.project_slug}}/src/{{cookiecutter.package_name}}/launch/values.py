@@ -266,6 +266,7 @@ def select(cfg: DictConfig, key: str):
 def check_values(cfg: DictConfig) -> None:
     check_trainer_arguments(select(cfg, "trainer"), select(cfg, "callbacks"))
     check_callbacks(select(cfg, "callbacks"))
+    check_run_folders(select(cfg, "callbacks"))
     for key, allowed, what, example in RULES:
         value = select(cfg, key)
         if value is not _ABSENT and not allowed(value):
@@ -343,6 +344,25 @@ def check_callbacks(callbacks) -> None:
                 f"callbacks.{name}={shown(select(callbacks, name))}: a callback needs a _target_ (the class to build). "
                 f"Fix: ~callbacks.{name} to leave it out, or +callbacks.{name}._target_=<module.Class> to add one"
             )
+
+
+RUN_FOLDERS = {"dirpath": "${output_dir}/checkpoints", "run_dir": "${output_dir}"}  # configs/callbacks/default.yaml
+
+
+def check_run_folders(callbacks) -> None:
+    """A run's checkpoints are in its own folder, where resume=, the refusal of a new run in a folder
+    that holds checkpoints, and a requeued job look for them. Given another (another run's), they
+    overwrote that run's checkpoints, with exit 0."""
+    if not isinstance(callbacks, DictConfig):
+        return
+    for name, callback in OmegaConf.to_container(callbacks, resolve=False).items():
+        for key, ours in RUN_FOLDERS.items():
+            if isinstance(callback, dict) and key in callback and callback[key] != ours:
+                raise SetupError(
+                    f"callbacks.{name}.{key}={shown(callback[key])}: the run's own folder ({ours}), where resume= and "
+                    "a requeued job look for its checkpoints, and no other run writes. Fix: leave it out; for "
+                    "checkpoints on another disk, output_root=<a folder there>"
+                )
 
 
 def _saves_checkpoints(callback) -> bool:
