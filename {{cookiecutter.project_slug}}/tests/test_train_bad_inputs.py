@@ -307,9 +307,24 @@ def test_hydra_full_error_skips_the_check(monkeypatch, capsys):
 
 def test_only_rank_0_prints(monkeypatch, capsys, tmp_path, clean_env):
     monkeypatch.setenv("RANK", "1")  # srun and torchrun start every rank with the same command line
+    monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(SystemExit) as stopped:
         check_command_line(["seed=abc", f"output_root={tmp_path}"])
     assert stopped.value.code == 2 and capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("name", ["RANK", "LOCAL_RANK"])
+def test_a_rank_left_in_the_shell_stops_with_one_line(name, tmp_path):
+    """RANK=1 exported by hand (no launcher: no WORLD_SIZE): train.py took itself for rank 1,
+    trained, exited 0, and left a run that logged nothing and that resume= could not find."""
+    command = [sys.executable, str(PROJECT / "train.py"), "experiment=smoke", f"output_root={tmp_path / 'out'}"]
+    ran = subprocess.run(command, cwd=PROJECT, env=project_env(**{name: "1"}), capture_output=True, text=True)
+    assert ran.returncode == 2, ran.stderr
+    assert ran.stderr.strip() == (
+        f"ERROR: {name}=1 is set, but no launcher started this process (torchrun and Lightning set WORLD_SIZE "
+        f"beside it): train.py would take itself for rank 1 of a job, and log nothing. Fix: unset {name}"
+    )
+    assert not (tmp_path / "out").exists()
 
 
 def _checkpoint_files(tmp_path):

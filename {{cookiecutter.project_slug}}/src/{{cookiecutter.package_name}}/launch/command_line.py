@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from .environment import global_rank, register_resolvers
+from .environment import global_rank, register_resolvers, stale_rank
 from .errors import SetupError
 from .targets import check_added_arguments, check_classes, check_image_shape, check_optimizer_precision
 from .values import check_values
@@ -69,6 +69,9 @@ def check_command_line(argv: list[str]) -> None:
     """Exit 2 with one line if the overrides in argv are wrong; return if they are fine."""
     if os.environ.get("HYDRA_FULL_ERROR") == "1":
         return
+    if stale := stale_rank():  # said by this process whatever its rank: no other process would say it
+        print(f"ERROR: {stale}", file=sys.stderr)
+        sys.exit(2)
     try:
         check_arguments(argv)
     except SetupError as error:

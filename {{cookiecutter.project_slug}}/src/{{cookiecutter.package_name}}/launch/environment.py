@@ -23,6 +23,22 @@ RANK_VARIABLES = (
 )
 
 
+def stale_rank(env=os.environ) -> str | None:
+    """What is wrong where RANK or LOCAL_RANK says another rank than 0 but no launcher started this
+    process (torchrun and Lightning set WORLD_SIZE beside them; another launcher its own rank):
+    a value left in the shell (export RANK=1). train.py then took itself for a rank other than 0,
+    trained, and logged nothing nor kept the record that resume= reads."""
+    others = [name for name in RANK_VARIABLES if name not in ("RANK", "LOCAL_RANK")]
+    for name in ("RANK", "LOCAL_RANK"):
+        if env.get(name, "0") != "0" and "WORLD_SIZE" not in env and not any(other in env for other in others):
+            return (
+                f"{name}={env[name]} is set, but no launcher started this process (torchrun and Lightning set "
+                f"WORLD_SIZE beside it): train.py would take itself for rank {env[name]} of a job, and log nothing. "
+                f"Fix: unset {name}"
+            )
+    return None
+
+
 def global_rank() -> int:
     """This process's rank in the whole job, 0 when not launched distributed."""
     for name in RANK_VARIABLES:
