@@ -122,6 +122,10 @@ BAD_VALUES = [
     (["+trainer.val_check_interval=1.5"], "trainer.val_check_interval=1.5: null, a number of batches >= 1"),
     (["+trainer.max_time=1:00:00"], 'trainer.max_time=1:00:00: null, "DD:HH:MM:SS" or {hours: ...'),
     (["+trainer.max_time={hour:1}"], "trainer.max_time={'hour':1}: null, \"DD:HH:MM:SS\""),
+    # trained nothing and exited 0
+    (["+trainer.max_time=00:00:00:00"], 'trainer.max_time=00:00:00:00: null, "DD:HH:MM:SS" or {hours: ...'),
+    (["+trainer.max_time={hours:0}"], "longer than 0. Fix: e.g. +trainer.max_time=00:23:30:00"),
+    (["+trainer.val_check_interval=00:00:00:00"], 'a time "DD:HH:MM:SS" > 0'),
     (["+trainer.check_val_every_n_epoch=0"], "trainer.check_val_every_n_epoch=0: null or an integer >= 1"),
     (["+trainer.overfit_batches=-1"], "trainer.overfit_batches=-1: a number of batches or a fraction in [0, 1]"),
     (["+trainer.deterministic=maybe"], "trainer.deterministic=maybe: null, true, false or warn"),

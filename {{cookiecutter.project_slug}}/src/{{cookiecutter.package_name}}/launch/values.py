@@ -131,11 +131,14 @@ TIMEDELTA_KEYS = ("weeks", "days", "hours", "minutes", "seconds", "milliseconds"
 
 def duration(value) -> bool:
     """Lightning's time spans (max_time, a time-based val_check_interval): "DD:HH:MM:SS", or
-    datetime.timedelta's arguments, e.g. {hours: 23, minutes: 30}."""
+    datetime.timedelta's arguments, e.g. {hours: 23, minutes: 30}; longer than 0 (max_time=0
+    trained nothing and exited 0)."""
     if isinstance(value, str):
-        return re.fullmatch(r"\d+:\d\d:\d\d:\d\d", value.strip()) is not None
+        parts = re.fullmatch(r"(\d+):(\d\d):(\d\d):(\d\d)", value.strip())
+        return parts is not None and any(int(part) for part in parts.groups())
     if isinstance(value, DictConfig | dict):
-        return len(value) > 0 and all(key in TIMEDELTA_KEYS and non_negative_number(n) for key, n in value.items())
+        spans = value.items()
+        return all(key in TIMEDELTA_KEYS and non_negative_number(n) for key, n in spans) and any(n for _, n in spans)
     return False
 
 
@@ -158,8 +161,8 @@ PRECISIONS = ("32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-t
 PRECISIONS += ("transformer-engine-float16", "32", "16", "64", "bf16", 32, 16, 64)
 IMAGE_SHAPE = "[channels, height, width]: integers, channels >= 1, height and width >= 6"
 LIMIT = "null, a number of batches, or a fraction in [0, 1]"
-DURATION = 'null, "DD:HH:MM:SS" or {hours: ..., minutes: ...}'
-VALIDATION_INTERVAL = 'null, a number of batches >= 1, a fraction of an epoch in (0, 1], or a time "DD:HH:MM:SS"'
+DURATION = 'null, "DD:HH:MM:SS" or {hours: ..., minutes: ...}, longer than 0'
+VALIDATION_INTERVAL = 'null, a number of batches >= 1, a fraction of an epoch in (0, 1], or a time "DD:HH:MM:SS" > 0'
 PROFILERS = ("simple", "advanced", "pytorch")  # Lightning's, by name (not xla: no TPUs here)
 # Lightning's other names, best and hpc, mean something only within one fit (its best model) or
 # for its own SLURM requeue (which this project replaces): a new start resumes with last.
