@@ -78,6 +78,13 @@ def check_profile(cluster: dict) -> None:
     for key in ("mem_per_gpu", "mem_full_node"):
         if slurm.get(key) is not None and not SIZE.fullmatch(str(slurm[key])):
             raise refuse(f"cluster.slurm.{key}", slurm[key], f"a size such as 64G (number, K/M/G/T) or null {where}")
+    if slurm.get("mem_per_gpu") is not None and int(SIZE.fullmatch(str(slurm["mem_per_gpu"]))[1]) == 0:
+        # 0 left --mem out (the partition's default), 0G asked for all of the node's memory (Slurm's --mem=0)
+        raise refuse(
+            "cluster.slurm.mem_per_gpu",
+            slurm["mem_per_gpu"],
+            f"a size above 0 such as 64G, or null for the partition's default (a whole node's: mem_full_node) {where}",
+        )
     for key in ("time", "test_time"):
         if not TIME.fullmatch(str(slurm.get(key))):
             raise refuse(f"cluster.slurm.{key}", slurm.get(key), f"a Slurm time such as 12:00:00 or 2-00:00:00 {where}")
