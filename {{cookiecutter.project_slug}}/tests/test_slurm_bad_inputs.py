@@ -38,6 +38,7 @@ BAD_INPUTS = [
     (["cluster=puhti", "cluster.devices=0"], "cluster.devices=0"),
     (["cluster=puhti", "cluster.slurm.gpus=foo"], "cluster.slurm.gpus=foo"),
     (["cluster=puhti", "cluster.slurm.mem_per_gpu=lots", "gpus=1"], "cluster.slurm.mem_per_gpu=lots"),
+    (["cluster=puhti", "cluster.num_nodes=2"], "cluster.num_nodes=2: a job's nodes are its setting nodes=N. Fix: no"),
     # 0: no --mem line (the partition's default); 0G: --mem=0G, all of the node's memory
     (["cluster=puhti", "cluster.slurm.mem_per_gpu=0", "gpus=1"], "cluster.slurm.mem_per_gpu=0: a size above 0"),
     (["cluster=puhti", "cluster.slurm.mem_per_gpu=0G", "gpus=1"], "cluster.slurm.mem_per_gpu=0G: a size above 0"),
