@@ -183,6 +183,11 @@ BAD_VALUES = [
     (["callbacks.last_checkpoint.dirpath=/tmp/other/checkpoints"], "callbacks.last_checkpoint.dirpath=/tmp/other/chec"),
     (["callbacks.checkpoint.dirpath=null"], "callbacks.checkpoint.dirpath=null: the run's own folder (${output_dir}/"),
     (["callbacks.save_on_stop.run_dir=/proc/x"], "Fix: leave it out; for checkpoints on another disk, output_root="),
+    # built without them: a traceback in the first step, once the run folder was made
+    (["model.net=null"], "model.net=null: the model needs the network it trains. Fix: leave model.net out"),
+    (["model=autoencoder", "model.net=null"], "model.net=null: the model needs the network it trains"),
+    (["model.optimizer=null"], "model.optimizer=null: the model needs the optimizer that trains it. Fix: leave"),
+    (["model.net.num_classes=3"], "model.net.num_classes=3: the network's outputs are the model's classes (model.n"),
     (["output_root=/proc/no/such/dir"], "output_root=/proc/no/such/dir: cannot be written: /proc is not writable"),
     (["logger.save_dir=/proc/x"], "logger.save_dir=/proc/x: cannot be written: /proc is not writable"),  # a traceback
     (["output_root=${oc.env:RV_UNSET}"], "'RV_UNSET' not found\". Fix: set what it refers to, or give output_root"),

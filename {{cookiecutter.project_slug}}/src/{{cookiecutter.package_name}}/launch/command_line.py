@@ -16,7 +16,13 @@ from typing import NoReturn
 
 from .environment import global_rank, register_resolvers, stale_rank
 from .errors import SetupError
-from .targets import check_added_arguments, check_classes, check_image_shape, check_optimizer_precision
+from .targets import (
+    check_added_arguments,
+    check_classes,
+    check_image_shape,
+    check_model_parts,
+    check_optimizer_precision,
+)
 from .values import check_values
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
@@ -169,6 +175,7 @@ def _checked(overrides: list[str]):
     _check_choices(cfg)
     check_values(cfg)
     check_added_arguments(cfg, overrides)
+    check_model_parts(cfg)
     check_classes(cfg)
     check_image_shape(cfg)
     check_optimizer_precision(cfg, overrides)

@@ -141,10 +141,36 @@ def check_optimizer_precision(cfg, overrides: list[str]) -> None:
         )
 
 
+MODEL_PARTS = {"net": "the network it trains", "optimizer": "the optimizer that trains it"}
+
+
+def check_model_parts(cfg) -> None:
+    """model.net=null or model.optimizer=null: the model was built without it, and its first step
+    met a traceback ("optimizer got an empty parameter list", "'NoneType' object is not callable")
+    once the run folder was made."""
+    model = OmegaConf.select(cfg, "model", default=None)
+    for key, what in MODEL_PARTS.items():
+        if isinstance(model, DictConfig) and key in model and OmegaConf.select(model, key) is None:
+            raise SetupError(
+                f"model.{key}=null: the model needs {what}. Fix: leave model.{key} out (the model config's), "
+                f"or model.{key}._target_=<module.Class> for one of your own"
+            )
+
+
 def check_classes(cfg) -> None:
     """A classifier needs a logit for each of the data's classes (else an IndexError in its first
-    step). Checked where model.num_classes is set by hand instead of following the data."""
+    step). Checked where model.num_classes is set by hand instead of following the data; and the
+    network's, where model.net.num_classes is (the accuracy's ValueError in the first validation)."""
     model = OmegaConf.select(cfg, "model", default=None)
+    net = OmegaConf.select(cfg, "model.net", default=None)
+    if isinstance(net, DictConfig) and "num_classes" in net and not OmegaConf.is_interpolation(net, "num_classes"):
+        classes = OmegaConf.select(cfg, "model.num_classes", default=None)
+        if classes is not None and net.num_classes != classes:
+            raise SetupError(
+                f"model.net.num_classes={net.num_classes}: the network's outputs are the model's classes "
+                f"(model.num_classes={classes}, which its loss and accuracy count). Fix: leave model.net.num_classes "
+                f"out (it follows model.num_classes), or model.num_classes={net.num_classes}"
+            )
     if not isinstance(model, DictConfig) or "num_classes" not in model:
         return
     if OmegaConf.is_interpolation(model, "num_classes"):  # follows the data (configs/model/cnn.yaml)
