@@ -188,6 +188,11 @@ BAD_VALUES = [
     (["model=autoencoder", "model.net=null"], "model.net=null: the model needs the network it trains"),
     (["model.optimizer=null"], "model.optimizer=null: the model needs the optimizer that trains it. Fix: leave"),
     (["model.net.num_classes=3"], "model.net.num_classes=3: the network's outputs are the model's classes (model.n"),
+    # quoted as the fix for a value with special characters said, it became a folder named ~ in the project
+    (["output_root=~/runs"], "output_root=~/runs: ~ means your home folder to a shell only (Hydra cannot read it th"),
+    (["data.root=~/mnist"], f"Fix: data.root={os.path.expanduser('~/mnist')}"),
+    (['output_root="~/runs"'], "output_root=~/runs: ~ means your home folder to a shell only (Hydra cannot read it"),
+    (['ckpt_path="~/run/last.ckpt"'], f"Fix: ckpt_path={os.path.expanduser('~/run/last.ckpt')}"),
     (["output_root=/proc/no/such/dir"], "output_root=/proc/no/such/dir: cannot be written: /proc is not writable"),
     (["logger.save_dir=/proc/x"], "logger.save_dir=/proc/x: cannot be written: /proc is not writable"),  # a traceback
     (["output_root=${oc.env:RV_UNSET}"], "'RV_UNSET' not found\". Fix: set what it refers to, or give output_root"),

@@ -8,6 +8,7 @@ import difflib
 import math
 import os
 import re
+import shlex
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -274,6 +275,7 @@ def check_values(cfg: DictConfig) -> None:
         value = select(cfg, key)
         if value is not _ABSENT and not allowed(value):
             raise SetupError(f"{key}={shown(value)}: {what}. Fix: e.g. {example}")
+    check_no_home_sign(cfg)
     check_output_root(select(cfg, "output_root"))
     check_logger_folder(select(cfg, "logger"))
     check_checkpoint(select(cfg, "ckpt_path"))
@@ -372,6 +374,22 @@ def _saves_checkpoints(callback) -> bool:
     """A Lightning Checkpoint callback of configs/callbacks/ (Lightning refuses those without checkpointing)."""
     target = str(callback.get("_target_", "")) if isinstance(callback, DictConfig) else ""
     return target.endswith(("ModelCheckpoint", ".LastCheckpoint"))
+
+
+HOME_TO_A_SHELL_ONLY = (
+    "~ means your home folder to a shell only (Hydra cannot read it there; quoted, it is a folder named ~)"
+)
+PATHS = ("output_root", "data.root", "ckpt_path")
+
+
+def check_no_home_sign(cfg) -> None:
+    """A path quoted with its ~ ('output_root="~/runs"', as a fix once said) ran in a folder named ~
+    inside the project."""
+    for key in PATHS:
+        value = select(cfg, key)
+        if isinstance(value, str) and value.startswith("~"):
+            home = shlex.quote(f"{key}={os.path.expanduser(value)}")
+            raise SetupError(f"{key}={value}: {HOME_TO_A_SHELL_ONLY}. Fix: {home}")
 
 
 def check_output_root(root) -> None:
