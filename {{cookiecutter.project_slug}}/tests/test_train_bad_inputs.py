@@ -193,6 +193,9 @@ BAD_VALUES = [
     (["data.root=~/mnist"], f"Fix: data.root={os.path.expanduser('~/mnist')}"),
     (['output_root="~/runs"'], "output_root=~/runs: ~ means your home folder to a shell only (Hydra cannot read it"),
     (['ckpt_path="~/run/last.ckpt"'], f"Fix: ckpt_path={os.path.expanduser('~/run/last.ckpt')}"),
+    # the second point was refused in the first one's folder, then a traceback; a file: FileExistsError's
+    (["-m", "seed=1,2", "hydra.sweep.subdir=x"], "hydra.sweep.subdir=x: the same folder for all 2 points of the sweep"),
+    (["-m", "seed=1,2", "hydra.sweep.dir=/etc/hostname"], "hydra.sweep.dir=/etc/hostname: "),
     (["output_root=/proc/no/such/dir"], "output_root=/proc/no/such/dir: cannot be written: /proc is not writable"),
     (["logger.save_dir=/proc/x"], "logger.save_dir=/proc/x: cannot be written: /proc is not writable"),  # a traceback
     (["output_root=${oc.env:RV_UNSET}"], "'RV_UNSET' not found\". Fix: set what it refers to, or give output_root"),
@@ -244,6 +247,7 @@ def test_right_values_pass(capsys, tmp_path, clean_env):
     good = ["experiment=smoke", "trainer.devices=auto", "trainer.limit_train_batches=0.5", "model.optimizer.lr=3e-4"]
     check_command_line([*good, "data.num_workers=2", "trainer.precision=bf16-mixed", f"output_root={tmp_path}"])
     check_command_line(["-m", "data.batch_size=16,32", f"output_root={tmp_path}"])
+    check_command_line(["-m", "seed=1,2", "hydra.sweep.subdir=seed_${seed}", f"output_root={tmp_path}"])
     check_command_line(["~logger", "~experiment", "~callbacks.progress_bar", f"output_root={tmp_path}"])
     lenient = ["trainer.precision=16", "trainer.devices=[0]", "model.optimizer.lr=0"]  # what Lightning takes too
     check_command_line([*lenient, f"output_root={tmp_path}"])

@@ -153,8 +153,31 @@ def check_overrides(overrides: list[str], multirun: bool = False) -> None:
     if on_slurm:  # before composing: hydra.launcher.additional_parameters.qos=... is no key there
         check_launcher_overrides(overrides)
     points = [_checked(job) for job in jobs]
+    if multirun:
+        check_sweep_folders(jobs, points[0])
     if on_slurm:  # each point's job, as Slurm will judge it (else a traceback at submission)
         check_slurm_jobs(points, overrides)
+
+
+def check_sweep_folders(jobs: list[list[str]], first) -> None:
+    """hydra.sweep.dir a file (FileExistsError's traceback), or one hydra.sweep.subdir for every point: the
+    second point was refused as a new run in the first one's folder, and Hydra ended in a traceback."""
+    from omegaconf import OmegaConf
+
+    from .paths import unwritable
+
+    sweep_dir = OmegaConf.select(first, "hydra.sweep.dir", default=None)
+    reason = isinstance(sweep_dir, str) and unwritable(Path(sweep_dir), folder=True)
+    if reason:
+        raise SetupError(f"hydra.sweep.dir={sweep_dir}: {reason}. Fix: a folder you can write, or leave it out")
+    subdir = "hydra.sweep.subdir="
+    given = {next((arg.split("=", 1)[1] for arg in job if arg.lstrip("+").startswith(subdir)), None) for job in jobs}
+    if len(jobs) > 1 and len(given) == 1 and (subdir := given.pop()) is not None and "$" not in subdir:  # ${seed}
+        raise SetupError(
+            f"hydra.sweep.subdir={subdir}: the same folder for all {len(jobs)} points of the sweep, and a folder holds "
+            "one run. Fix: leave it out (a folder a point, by its number), or name the point in it, e.g. "
+            "'hydra.sweep.subdir=seed_${seed}'"
+        )
 
 
 def checked_config(overrides: list[str]):
