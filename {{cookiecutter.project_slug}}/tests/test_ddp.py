@@ -128,7 +128,10 @@ def test_torchrun_exits_as_the_signal_says_also_when_torch_fails_while_it_handle
     [("--nproc_per_node=x", "torchrun: --nproc_per_node=x: Unsupported nproc_per_node value: x. Fix: "),
      ("--nnodes=x", "torchrun: --nnodes=x: invalid literal for int() with base 10: 'x'. Fix: --nnodes=<nodes>"),
      ("--nnodes=2:1", "torchrun: --nnodes=2:1: 2 to 1 nodes. Fix: --nnodes=<nodes>, or <min>:<max>"),
-     ("--nproc_per_node=0", "torchrun: --nproc_per_node=0: no processes. Fix: --nproc_per_node=<processes per")],
+     ("--nproc_per_node=0", "torchrun: --nproc_per_node=0: no processes. Fix: --nproc_per_node=<processes per"),
+     ("--max-restarts=-1", "torchrun: --max_restarts=-1: fewer than 0 restarts. Fix: --max-restarts=<0 or more>"),
+     ("--monitor-interval=-1", "torchrun: --monitor_interval=-1.0: not a time. Fix: --monitor-interval=<seconds"),
+     ("--master-port=99999", "torchrun: --master_port=99999: not a port. Fix: --master-port=<a free port from")],
 )  # fmt: skip
 def test_the_projects_torchrun_refuses_a_wrong_size_with_one_line(option, message, tmp_path):
     """torch's torchrun raised a ValueError (or AssertionError) traceback, exit 1."""
@@ -137,6 +140,20 @@ def test_the_projects_torchrun_refuses_a_wrong_size_with_one_line(option, messag
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith(message), result.stderr
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [(["--rdzv-backend=foo"], "torchrun: ValueError: The rendezvous backend 'foo' is not registered."),
+     (["--no-python"], "torchrun: FileNotFoundError: ")],
+)  # fmt: skip
+def test_an_option_torchrun_cannot_use_ends_the_projects_torchrun_with_one_line(options, said, tmp_path):
+    """torch's torchrun ended in a traceback of 20 to 60 lines (these fail as it starts its workers)."""
+    command = [*TORCHRUN, "--nproc_per_node=1", *options, "train.py", f"output_root={tmp_path}"]
+    result = subprocess.run(command, cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=120)
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert last.startswith(said) and last.endswith("--help lists them); HYDRA_FULL_ERROR=1 shows the traceback"), last
 
 
 def test_a_worker_stopped_by_a_wrong_override_ends_the_projects_torchrun_with_its_code_and_one_line(tmp_path):

@@ -37,10 +37,28 @@ def _processes(value: str) -> None:
         raise ValueError("no processes")
 
 
+def _restarts(value: int) -> None:
+    if value < 0:
+        raise ValueError("fewer than 0 restarts")
+
+
+def _interval(value: float) -> None:
+    if not value > 0:  # torch's own: a bare AssertionError
+        raise ValueError("not a time")
+
+
+def _port(value: int | None) -> None:
+    if value is not None and not 0 < value < 65536:
+        raise ValueError("not a port")
+
+
 # Checked before torch's own checks, which raised a traceback: option -> (its check, the fix).
 CHECKS = {
     "nnodes": (_nodes, "--nnodes=<nodes>, or <min>:<max>"),
     "nproc_per_node": (_processes, "--nproc_per_node=<processes per node, 1 or more>, or gpu (one per GPU)"),
+    "max_restarts": (_restarts, "--max-restarts=<0 or more>"),
+    "monitor_interval": (_interval, "--monitor-interval=<seconds, more than 0>"),
+    "master_port": (_port, "--master-port=<a free port from 1024 to 65535>"),
 }
 
 
@@ -69,8 +87,16 @@ def run() -> None:
         sys.exit(code)
     except Exception as error:
         stop = signal_behind(error)
-        if stop is None:
+        if stop is None and os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
+        if stop is None:  # before or while it started its workers: an option it cannot use (--rdzv-backend=foo)
+            said = (str(error).strip().splitlines() or [""])[0]
+            print(
+                f"torchrun: {type(error).__name__}: {said} (with {shlex.join(sys.argv[1:])}). Fix: the option it names "
+                f"({sys.argv[0]} --help lists them); HYDRA_FULL_ERROR=1 shows the traceback",
+                file=sys.stderr,
+            )
+            sys.exit(1)
         name = signal.Signals(stop.sigval).name
         print(f"torchrun: stopped by {name}, which it passed on to its workers", file=sys.stderr)
         sys.exit(128 + stop.sigval)
