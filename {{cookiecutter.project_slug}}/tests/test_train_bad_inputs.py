@@ -196,6 +196,10 @@ BAD_VALUES = [
     # the second point was refused in the first one's folder, then a traceback; a file: FileExistsError's
     (["-m", "seed=1,2", "hydra.sweep.subdir=x"], "hydra.sweep.subdir=x: the same folder for all 2 points of the sweep"),
     (["-m", "seed=1,2", "hydra.sweep.dir=/etc/hostname"], "hydra.sweep.dir=/etc/hostname: "),
+    # refused after Hydra had made the run folder's parents (output_root=new/deep)
+    (["speed.compile=bogus"], "speed.compile=bogus: false or a torch.compile mode: default, reduce-overhead, max-aut"),
+    (["speed.matmul_precision=low"], "speed.matmul_precision=low: one of highest, high, medium. Fix: e.g. speed.matm"),
+    (["speed.cudnn_benchmark=maybe"], "speed.cudnn_benchmark=maybe: true or false"),
     (["output_root=/proc/no/such/dir"], "output_root=/proc/no/such/dir: cannot be written: /proc is not writable"),
     (["logger.save_dir=/proc/x"], "logger.save_dir=/proc/x: cannot be written: /proc is not writable"),  # a traceback
     (["output_root=${oc.env:RV_UNSET}"], "'RV_UNSET' not found\". Fix: set what it refers to, or give output_root"),

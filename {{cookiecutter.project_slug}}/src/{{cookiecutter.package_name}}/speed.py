@@ -15,9 +15,7 @@ from omegaconf import DictConfig
 from pytorch_lightning.accelerators import CUDAAccelerator
 
 from .launch.errors import SetupError
-
-MATMUL_PRECISIONS = ("highest", "high", "medium")
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+from .launch.values import COMPILE_MODES, MATMUL_PRECISIONS
 
 
 def check_speed(speed: DictConfig, strategy: DictConfig) -> None:

@@ -156,6 +156,10 @@ def one_of(*allowed) -> Callable[[Any], bool]:
     return lambda value: not isinstance(value, bool) and value in allowed
 
 
+def compile_mode(value) -> bool:
+    return value is False or one_of(*COMPILE_MODES)(value)
+
+
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")  # CPUs, CUDA/ROCm GPUs, Apple GPUs; not TPUs/HPUs
 # Lightning's (lightning_fabric's _PRECISION_INPUT, not imported: it loads torch), old aliases last.
 PRECISIONS = ("32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-true", "transformer-engine")
@@ -164,6 +168,8 @@ IMAGE_SHAPE = "[channels, height, width]: integers, channels >= 1, height and wi
 LIMIT = "null, a number of batches, or a fraction in [0, 1]"
 DURATION = 'null, "DD:HH:MM:SS" or {hours: ..., minutes: ...}, longer than 0'
 VALIDATION_INTERVAL = 'null, a number of batches >= 1, a fraction of an epoch in (0, 1], or a time "DD:HH:MM:SS" > 0'
+MATMUL_PRECISIONS = ("highest", "high", "medium")  # torch.set_float32_matmul_precision's (speed.py)
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # torch.compile's
 PROFILERS = ("simple", "advanced", "pytorch")  # Lightning's, by name (not xla: no TPUs here)
 # Lightning's other names, best and hpc, mean something only within one fit (its best model) or
 # for its own SLURM requeue (which this project replaces): a new start resumes with last.
@@ -206,6 +212,10 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     ("model.optimizer.betas", betas, "two numbers in [0, 1)", "+model.optimizer.betas=[0.9,0.999]"),
     ("model.optimizer.eps", positive_number, "a number > 0", "+model.optimizer.eps=1e-8"),
     ("model.optimizer.fused", boolean_or_auto, "true, false or auto", "model.optimizer.fused=auto"),
+    # speed.py checks them again where no train.py ran (the benchmark): here, before the run folder is made
+    row("speed.matmul_precision", one_of(*MATMUL_PRECISIONS), f"one of {', '.join(MATMUL_PRECISIONS)}", "high"),
+    row("speed.cudnn_benchmark", boolean, "true or false", "true"),
+    row("speed.compile", compile_mode, f"false or a torch.compile mode: {', '.join(COMPILE_MODES)}", "default"),
     ("model.num_classes", positive_int, "an integer >= 1", "model.num_classes=10"),
     ("model.net.hidden", positive_int, "an integer >= 1 (units of the hidden layer)", "model.net.hidden=128"),
     ("model.net.image_shape", optional(image_shape), f"null (MNIST's) or {IMAGE_SHAPE}", "model.net.image_shape=null"),
