@@ -183,6 +183,8 @@ BAD_VALUES = [
     (["callbacks.last_checkpoint.dirpath=/tmp/other/checkpoints"], "callbacks.last_checkpoint.dirpath=/tmp/other/chec"),
     (["callbacks.checkpoint.dirpath=null"], "callbacks.checkpoint.dirpath=null: the run's own folder (${output_dir}/"),
     (["callbacks.save_on_stop.run_dir=/proc/x"], "Fix: leave it out; for checkpoints on another disk, output_root="),
+    (["trainer.default_root_dir=/tmp/x"], "trainer.default_root_dir=/tmp/x: the run's own folder (${output_dir}), wh"),
+    (["+trainer.default_root_dir=/tmp/x"], "+trainer.default_root_dir=/tmp/x: trainer.default_root_dir is already in"),
     # built without them: a traceback in the first step, once the run folder was made
     (["model.net=null"], "model.net=null: the model needs the network it trains. Fix: leave model.net out"),
     (["model=autoencoder", "model.net=null"], "model.net=null: the model needs the network it trains"),

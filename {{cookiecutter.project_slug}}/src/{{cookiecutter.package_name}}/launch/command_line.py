@@ -320,6 +320,10 @@ def _bad_key(error, overrides: list[str]) -> str:
     message = one_line(str(error))
     match = re.search(r"'([^']+)'|Multiple values for (\S+)\.", message)
     key = next((group for group in match.groups() if group), "") if match else ""
+    merging = re.fullmatch(r"Error merging override (\+[^+]\S*)", message)
+    if not key and merging:  # +key of a key whose value refers to Hydra's (${output_dir}): no more said
+        given = merging[1]
+        return f"{given}: {given[1:].split('=')[0]} is already in the config. Fix: {given[1:]} (without +)"
     given = _given(key, overrides)
     if "already at" in message or "Multiple values for" in message:
         return f"{given}: {key} is already in the config. Fix: {given.lstrip('+')} (without +)"

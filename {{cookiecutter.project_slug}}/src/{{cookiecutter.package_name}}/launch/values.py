@@ -280,7 +280,7 @@ def select(cfg: DictConfig, key: str):
 def check_values(cfg: DictConfig) -> None:
     check_trainer_arguments(select(cfg, "trainer"), select(cfg, "callbacks"))
     check_callbacks(select(cfg, "callbacks"))
-    check_run_folders(select(cfg, "callbacks"))
+    check_run_folders(select(cfg, "callbacks"), select(cfg, "trainer"))
     for key, allowed, what, example in RULES:
         value = select(cfg, key)
         if value is not _ABSENT and not allowed(value):
@@ -364,20 +364,27 @@ def check_callbacks(callbacks) -> None:
 RUN_FOLDERS = {"dirpath": "${output_dir}/checkpoints", "run_dir": "${output_dir}"}  # configs/callbacks/default.yaml
 
 
-def check_run_folders(callbacks) -> None:
+def check_run_folders(callbacks, trainer) -> None:
     """A run's checkpoints are in its own folder, where resume=, the refusal of a new run in a folder
     that holds checkpoints, and a requeued job look for them. Given another (another run's), they
-    overwrote that run's checkpoints, with exit 0."""
-    if not isinstance(callbacks, DictConfig):
-        return
-    for name, callback in OmegaConf.to_container(callbacks, resolve=False).items():
-        for key, ours in RUN_FOLDERS.items():
-            if isinstance(callback, dict) and key in callback and callback[key] != ours:
-                raise SetupError(
-                    f"callbacks.{name}.{key}={shown(callback[key])}: the run's own folder ({ours}), where resume= and "
-                    "a requeued job look for its checkpoints, and no other run writes. Fix: leave it out; for "
-                    "checkpoints on another disk, output_root=<a folder there>"
-                )
+    overwrote that run's checkpoints, with exit 0; trainer.default_root_dir elsewhere sent Slurm's
+    requeue checkpoint where the requeued job did not look."""
+    given = {}
+    if isinstance(callbacks, DictConfig):
+        for name, callback in OmegaConf.to_container(callbacks, resolve=False).items():
+            for key in RUN_FOLDERS:
+                if isinstance(callback, dict) and key in callback:
+                    given[f"callbacks.{name}.{key}"] = (callback[key], RUN_FOLDERS[key])
+    if isinstance(trainer, DictConfig) and "default_root_dir" in trainer:
+        root = OmegaConf.to_container(trainer, resolve=False)["default_root_dir"]
+        given["trainer.default_root_dir"] = (root, "${output_dir}")
+    for key, (value, ours) in given.items():
+        if value != ours:
+            raise SetupError(
+                f"{key}={shown(value)}: the run's own folder ({ours}), where resume= and a requeued job look for its "
+                "checkpoints, and no other run writes. Fix: leave it out; for checkpoints on another disk, "
+                "output_root=<a folder there>"
+            )
 
 
 def _saves_checkpoints(callback) -> bool:
