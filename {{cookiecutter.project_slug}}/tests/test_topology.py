@@ -85,6 +85,16 @@ def test_batch_shell_without_srun_would_hang():
     check_topology(2, 2, "cpu", 0, {**env, "SLURM_JOB_NAME": "interactive"})  # Lightning ignores Slurm there
 
 
+def test_a_batch_script_of_a_total_task_count_without_srun_is_refused_with_the_fix():
+    """One process in `#SBATCH --ntasks=4`'s batch shell: Lightning refused --ntasks, and the line's
+    fix named a trainer.* setting."""
+    env = {"SLURM_JOB_ID": "7", "SLURM_NTASKS": "4", "SLURM_JOB_NAME": "job.sh"}
+    with pytest.raises(SetupError, match=r"4 tasks by their total \(--ntasks\)(?s:.*)--ntasks-per-node=1` instead"):
+        check_topology(1, 1, "cpu", 0, env)
+    check_topology(1, 1, "cpu", 0, {**env, "SLURM_JOB_NAME": "interactive"})
+    check_topology(1, 1, "cpu", 0, {**env, "SLURM_NTASKS": "1"})
+
+
 def test_gpus_per_task_is_refused():
     with pytest.raises(SetupError, match="GPUs per node"):
         check_topology(4, 1, "gpu", 1, {**SRUN_2x2, "SLURM_STEP_NUM_NODES": "1", "SLURM_STEP_TASKS_PER_NODE": "4"})

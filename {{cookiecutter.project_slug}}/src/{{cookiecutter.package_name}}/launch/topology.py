@@ -41,17 +41,26 @@ def check_topology(
         return  # not in a Slurm job, or devices given as a list / "auto": nothing to compare
     if "HOROVOD_RANK" in env or "OMPI_COMM_WORLD_SIZE" in env:
         return  # started by horovodrun / mpirun: Slurm's task counts describe their daemons, not the ranks
+    interactive = env.get("SLURM_JOB_NAME") in ("bash", "interactive")  # salloc's shell: Lightning ignores Slurm
     if "TORCHELASTIC_RUN_ID" in env:
         _check_torchrun(devices, num_nodes, env)
     elif "SLURM_STEP_ID" in env:
         _check_srun(devices, num_nodes, env)
-    elif devices * num_nodes > 1 and "SLURM_NTASKS" in env and env.get("SLURM_JOB_NAME") not in ("bash", "interactive"):
+    elif devices * num_nodes > 1 and "SLURM_NTASKS" in env and not interactive:
         # In the batch shell itself: Lightning would take the job's task count as its world
         # size and wait for tasks that nobody starts.
         raise SetupError(
             f"train.py runs in the batch script of job {env['SLURM_JOB_ID']} without srun, so only this one "
             f"process exists, but the Trainer expects {devices * num_nodes}.\n"
             "Fix: start it with `srun python train.py ...` (see scripts/run-gpu*.sh)."
+        )
+    elif int(env.get("SLURM_NTASKS", "1")) > 1 and "SLURM_NTASKS_PER_NODE" not in env and not interactive:
+        # One process in the batch shell: Lightning's error named a --ntasks-per-node and a trainer setting.
+        raise SetupError(
+            f"Slurm job {env['SLURM_JOB_ID']} has {env['SLURM_NTASKS']} tasks by their total (--ntasks), which "
+            "Lightning refuses, and train.py runs in its batch script without srun.\n"
+            f"Fix: `#SBATCH --ntasks-per-node={devices}` instead of `--ntasks`, and `srun python train.py ...` "
+            "(see scripts/run-gpu*.sh)."
         )
     if accelerator in ("gpu", "cuda") and 0 < visible_gpus < devices:
         raise SetupError(
