@@ -198,6 +198,7 @@ BAD_VALUES = [
     # the second point was refused in the first one's folder, then a traceback; a file: FileExistsError's
     (["-m", "seed=1,2", "hydra.sweep.subdir=x"], "hydra.sweep.subdir=x: the same folder for all 2 points of the sweep"),
     (["-m", "seed=1,2", "hydra.sweep.dir=/etc/hostname"], "hydra.sweep.dir=/etc/hostname: "),
+    (["-m", "run_id=fixed", "seed=1,2"], "run_id=fixed with -m: a sweep's points run in its folder, one subfolder"),
     # refused after Hydra had made the run folder's parents (output_root=new/deep)
     (["speed.compile=bogus"], "speed.compile=bogus: false or a torch.compile mode: default, reduce-overhead, max-aut"),
     (["speed.matmul_precision=low"], "speed.matmul_precision=low: one of highest, high, medium. Fix: e.g. speed.matm"),

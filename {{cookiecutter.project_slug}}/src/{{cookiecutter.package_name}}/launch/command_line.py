@@ -161,7 +161,8 @@ def check_overrides(overrides: list[str], multirun: bool = False) -> None:
 
 def check_sweep_folders(jobs: list[list[str]], first) -> None:
     """hydra.sweep.dir a file (FileExistsError's traceback), or one hydra.sweep.subdir for every point: the
-    second point was refused as a new run in the first one's folder, and Hydra ended in a traceback."""
+    second point was refused as a new run in the first one's folder, and Hydra ended in a traceback.
+    And run_id, which a sweep does not use."""
     from omegaconf import OmegaConf
 
     from .paths import unwritable
@@ -170,6 +171,12 @@ def check_sweep_folders(jobs: list[list[str]], first) -> None:
     reason = isinstance(sweep_dir, str) and unwritable(Path(sweep_dir), folder=True)
     if reason:
         raise SetupError(f"hydra.sweep.dir={sweep_dir}: {reason}. Fix: a folder you can write, or leave it out")
+    named = next((arg for job in jobs for arg in job if arg.lstrip("+").startswith("run_id=")), None)
+    if named:  # dropped without a word: Hydra puts each point in hydra.sweep.dir/hydra.sweep.subdir
+        raise SetupError(
+            f"{named} with -m: a sweep's points run in its folder, one subfolder each, not under a run_id. Fix: leave "
+            "run_id out; to name the sweep's folder, hydra.sweep.dir=<folder>"
+        )
     subdir = "hydra.sweep.subdir="
     given = {next((arg.split("=", 1)[1] for arg in job if arg.lstrip("+").startswith(subdir)), None) for job in jobs}
     if len(jobs) > 1 and len(given) == 1 and (subdir := given.pop()) is not None and "$" not in subdir:  # ${seed}
