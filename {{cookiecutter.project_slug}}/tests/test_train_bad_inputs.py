@@ -18,7 +18,7 @@ from {{ cookiecutter.package_name }}.data.mnist import MNISTDataModule
 from {{ cookiecutter.package_name }}.data.synthetic import SyntheticDataModule
 from {{ cookiecutter.package_name }}.launch import checks
 from {{ cookiecutter.package_name }}.launch.command_line import check_command_line
-from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
+from {{ cookiecutter.package_name }}.launch.environment import register_resolvers, stale_rank
 from {{ cookiecutter.package_name }}.launch.errors import SetupError
 
 from tests.helpers import PROJECT, project_env, write_small_mnist
@@ -181,7 +181,8 @@ BAD_VALUES = [
     (["ckpt_path=out/epoch=0-step=20.ckpt"], "for the shell as well: 'ckpt_path=\"out/epoch=0-step=20.ckpt\"'"),
     # another run's folder: its checkpoints were overwritten, exit 0
     (["callbacks.last_checkpoint.dirpath=/tmp/other/checkpoints"], "callbacks.last_checkpoint.dirpath=/tmp/other/chec"),
-    (["callbacks.checkpoint.dirpath=null"], "callbacks.checkpoint.dirpath=null: the run's own folder (${output_dir}/"),
+    (["callbacks.checkpoint.dirpath=null"], "callbacks.checkpoint.dirpath=null: a folder inside the run's (${output_d"),
+    (["callbacks.last_checkpoint.dirpath=${output_dir}/ckpts"], "dirpath=${output_dir}/ckpts: the run's own folder"),
     (["callbacks.save_on_stop.run_dir=/proc/x"], "Fix: leave it out; for checkpoints on another disk, output_root="),
     (["trainer.default_root_dir=/tmp/x"], "trainer.default_root_dir=/tmp/x: the run's own folder (${output_dir}), wh"),
     (["+trainer.default_root_dir=/tmp/x"], "+trainer.default_root_dir=/tmp/x: trainer.default_root_dir is already in"),
@@ -195,6 +196,8 @@ BAD_VALUES = [
     (["data.root=~/mnist"], f"Fix: data.root={os.path.expanduser('~/mnist')}"),
     (['output_root="~/runs"'], "output_root=~/runs: ~ means your home folder to a shell only (Hydra cannot read it"),
     (['ckpt_path="~/run/last.ckpt"'], f"Fix: ckpt_path={os.path.expanduser('~/run/last.ckpt')}"),
+    (['logger.save_dir="~/logs"'], f"Fix: logger.save_dir={os.path.expanduser('~/logs')}"),
+    (["-m", "seed=1,2", 'hydra.sweep.dir="~/sweep"'], f"Fix: hydra.sweep.dir={os.path.expanduser('~/sweep')}"),
     # the second point was refused in the first one's folder, then a traceback; a file: FileExistsError's
     (["-m", "seed=1,2", "hydra.sweep.subdir=x"], "hydra.sweep.subdir=x: the same folder for all 2 points of the sweep"),
     (["-m", "seed=1,2", "hydra.sweep.dir=/etc/hostname"], "hydra.sweep.dir=/etc/hostname: "),
@@ -255,6 +258,10 @@ def test_right_values_pass(capsys, tmp_path, clean_env):
     check_command_line([*good, "data.num_workers=2", "trainer.precision=bf16-mixed", f"output_root={tmp_path}"])
     check_command_line(["-m", "data.batch_size=16,32", f"output_root={tmp_path}"])
     check_command_line(["-m", "seed=1,2", "hydra.sweep.subdir=seed_${seed}", f"output_root={tmp_path}"])
+    mine = ["+callbacks.acc._target_=pytorch_lightning.callbacks.ModelCheckpoint", "+callbacks.acc.monitor=val/acc"]
+    mine += ["+callbacks.acc.dirpath=${output_dir}/checkpoints/acc"]  # a checkpoint of your own, inside the run
+    mine += ["callbacks.last_checkpoint.dirpath=${output_dir}/checkpoints/"]  # the same folder, written with a /
+    check_command_line([*mine, f"output_root={tmp_path}"])
     check_command_line(["~logger", "~experiment", "~callbacks.progress_bar", f"output_root={tmp_path}"])
     lenient = ["trainer.precision=16", "trainer.devices=[0]", "model.optimizer.lr=0"]  # what Lightning takes too
     check_command_line([*lenient, f"output_root={tmp_path}"])
@@ -336,6 +343,14 @@ def test_only_rank_0_prints(monkeypatch, capsys, tmp_path, clean_env):
     with pytest.raises(SystemExit) as stopped:
         check_command_line(["seed=abc", f"output_root={tmp_path}"])
     assert stopped.value.code == 2 and capsys.readouterr().err == ""
+
+
+def test_lightnings_start_of_each_rank_by_hand_is_not_taken_for_a_stale_rank(monkeypatch, clean_env):
+    """Lightning's documented start of a node's ranks by hand: MASTER_ADDR, NODE_RANK, LOCAL_RANK."""
+    by_hand = {"LOCAL_RANK": "1", "NODE_RANK": "0", "MASTER_ADDR": "localhost", "MASTER_PORT": "29500"}
+    for name, value in by_hand.items():
+        monkeypatch.setenv(name, value)
+    assert stale_rank() is None
 
 
 @pytest.mark.parametrize("name", ["RANK", "LOCAL_RANK"])

@@ -58,7 +58,7 @@ CHECKS = {
     "nproc_per_node": (_processes, "--nproc_per_node=<processes per node, 1 or more>, or gpu (one per GPU)"),
     "max_restarts": (_restarts, "--max-restarts=<0 or more>"),
     "monitor_interval": (_interval, "--monitor-interval=<seconds, more than 0>"),
-    "master_port": (_port, "--master-port=<a free port from 1024 to 65535>"),
+    "master_port": (_port, "--master-port=<a free port, 1 to 65535, e.g. 29500>"),
 }
 
 
@@ -92,8 +92,9 @@ def run() -> None:
         if stop is None:  # before or while it started its workers: an option it cannot use (--rdzv-backend=foo)
             said = (str(error).strip().splitlines() or [""])[0]
             print(
-                f"torchrun: {type(error).__name__}: {said} (with {shlex.join(sys.argv[1:])}). Fix: the option it names "
-                f"({sys.argv[0]} --help lists them); HYDRA_FULL_ERROR=1 shows the traceback",
+                f"torchrun: {type(error).__name__}: {said} (with {shlex.join(sys.argv[1:])}). Fix: what it names "
+                f"(a port in use: another --master-port; {sys.argv[0]} --help lists the options); HYDRA_FULL_ERROR=1 "
+                "shows the traceback",
                 file=sys.stderr,
             )
             sys.exit(1)

@@ -23,7 +23,7 @@ from .targets import (
     check_model_parts,
     check_optimizer_precision,
 )
-from .values import HOME_TO_A_SHELL_ONLY, check_values
+from .values import check_values, home_sign
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 REMOVABLE = ("logger", "experiment")  # the top-level keys that `~key` may leave out (run.py does without)
@@ -226,8 +226,7 @@ def _jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
             reason = parse_problem(error)
             key, _, value = override.partition("=")
             if value.startswith("~"):  # quoted, as the fix below says, it became a folder named ~ in the project
-                home = shlex.quote(f"{key}={os.path.expanduser(value)}")
-                raise SetupError(f"{override}: {HOME_TO_A_SHELL_ONLY}. Fix: {home}") from None
+                raise SetupError(home_sign(key, value)) from None
             quoted = f"'{key}=\"{value}\"'" if value and '"' not in value else "'key=\"a b\"'"
             raise SetupError(
                 f"{override}: not a valid override ({reason}). Fix: key=value, e.g. data.batch_size=64; "

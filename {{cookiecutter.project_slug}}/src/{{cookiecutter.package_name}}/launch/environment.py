@@ -28,7 +28,8 @@ def stale_rank(env=os.environ) -> str | None:
     process (torchrun and Lightning set WORLD_SIZE beside them; another launcher its own rank):
     a value left in the shell (export RANK=1). train.py then took itself for a rank other than 0,
     trained, and logged nothing nor kept the record that resume= reads."""
-    others = [name for name in RANK_VARIABLES if name not in ("RANK", "LOCAL_RANK")]
+    # Another launcher's rank, or Lightning's own start of each node by hand (NODE_RANK, MASTER_ADDR)
+    others = [name for name in RANK_VARIABLES if name not in ("RANK", "LOCAL_RANK")] + ["NODE_RANK", "MASTER_ADDR"]
     for name in ("RANK", "LOCAL_RANK"):
         if env.get(name, "0") != "0" and "WORLD_SIZE" not in env and not any(other in env for other in others):
             return (

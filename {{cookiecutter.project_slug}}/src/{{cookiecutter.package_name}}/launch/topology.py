@@ -59,8 +59,8 @@ def check_topology(
         raise SetupError(
             f"Slurm job {env['SLURM_JOB_ID']} has {env['SLURM_NTASKS']} tasks by their total (--ntasks), which "
             "Lightning refuses, and train.py runs in its batch script without srun.\n"
-            f"Fix: `#SBATCH --ntasks-per-node={devices}` instead of `--ntasks`, and `srun python train.py ...` "
-            "(see scripts/run-gpu*.sh)."
+            "Fix: `#SBATCH --ntasks-per-node=<GPUs per node>` instead of `--ntasks` (cluster.devices the same), and "
+            "`srun python train.py ...` (see scripts/run-gpu*.sh)."
         )
     if accelerator in ("gpu", "cuda") and 0 < visible_gpus < devices:
         raise SetupError(

@@ -212,7 +212,7 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     ("model.optimizer.betas", betas, "two numbers in [0, 1)", "+model.optimizer.betas=[0.9,0.999]"),
     ("model.optimizer.eps", positive_number, "a number > 0", "+model.optimizer.eps=1e-8"),
     ("model.optimizer.fused", boolean_or_auto, "true, false or auto", "model.optimizer.fused=auto"),
-    # speed.py checks them again where no train.py ran (the benchmark): here, before the run folder is made
+    # here before the run folder is made; speed.py checks them again where it applies them
     row("speed.matmul_precision", one_of(*MATMUL_PRECISIONS), f"one of {', '.join(MATMUL_PRECISIONS)}", "high"),
     row("speed.cudnn_benchmark", boolean, "true or false", "true"),
     row("speed.compile", compile_mode, f"false or a torch.compile mode: {', '.join(COMPILE_MODES)}", "default"),
@@ -361,29 +361,38 @@ def check_callbacks(callbacks) -> None:
             )
 
 
-RUN_FOLDERS = {"dirpath": "${output_dir}/checkpoints", "run_dir": "${output_dir}"}  # configs/callbacks/default.yaml
+RUN = "${output_dir}"  # the run's folder (configs/train.yaml); the project's callbacks use it as below
+OWN_FOLDERS = {  # where resume=, the refusal of a second run in a folder and a requeued job look
+    ".LastCheckpoint": ("dirpath", f"{RUN}/checkpoints"),
+    ".TimedCheckpoint": ("dirpath", f"{RUN}/checkpoints"),
+    ".SaveOnStop": ("dirpath", f"{RUN}/checkpoints"),
+}
 
 
 def check_run_folders(callbacks, trainer) -> None:
-    """A run's checkpoints are in its own folder, where resume=, the refusal of a new run in a folder
-    that holds checkpoints, and a requeued job look for them. Given another (another run's), they
-    overwrote that run's checkpoints, with exit 0; trainer.default_root_dir elsewhere sent Slurm's
-    requeue checkpoint where the requeued job did not look."""
-    given = {}
-    if isinstance(callbacks, DictConfig):
-        for name, callback in OmegaConf.to_container(callbacks, resolve=False).items():
-            for key in RUN_FOLDERS:
-                if isinstance(callback, dict) and key in callback:
-                    given[f"callbacks.{name}.{key}"] = (callback[key], RUN_FOLDERS[key])
+    """A run writes inside its own folder only. A checkpoint callback given another run's folder
+    overwrote that run's checkpoints, with exit 0; the project's last, timed and stop checkpoints
+    elsewhere, or trainer.default_root_dir (Slurm's requeue checkpoint), went where resume= and a
+    requeued job did not look. A callback of your own may use any folder inside the run's."""
+    given = []  # (key, value as written, the folder it must be, or None: any inside the run's)
+    raw = OmegaConf.to_container(callbacks, resolve=False) if isinstance(callbacks, DictConfig) else {}
+    for name, callback in raw.items():
+        target = str(callback.get("_target_", "")) if isinstance(callback, dict) else ""
+        own = next((folder for suffix, folder in OWN_FOLDERS.items() if target.endswith(suffix)), None)
+        for key in ("dirpath", "run_dir"):
+            if isinstance(callback, dict) and key in callback:
+                exact = own[1] if own and own[0] == key else RUN if key == "run_dir" else None
+                given.append((f"callbacks.{name}.{key}", callback[key], exact))
     if isinstance(trainer, DictConfig) and "default_root_dir" in trainer:
         root = OmegaConf.to_container(trainer, resolve=False)["default_root_dir"]
-        given["trainer.default_root_dir"] = (root, "${output_dir}")
-    for key, (value, ours) in given.items():
-        if value != ours:
+        given.append(("trainer.default_root_dir", root, RUN))
+    for key, value, exact in given:
+        folder = str(value).replace("${hydra:runtime.output_dir}", RUN).rstrip("/") if value is not None else None
+        if folder != exact if exact else not (folder == RUN or str(folder).startswith(f"{RUN}/")):
+            where = f"the run's own folder ({exact})" if exact else f"a folder inside the run's ({RUN}/...)"
             raise SetupError(
-                f"{key}={shown(value)}: the run's own folder ({ours}), where resume= and a requeued job look for its "
-                "checkpoints, and no other run writes. Fix: leave it out; for checkpoints on another disk, "
-                "output_root=<a folder there>"
+                f"{key}={shown(value)}: {where}, where resume= and a requeued job look for its checkpoints, and no "
+                "other run writes. Fix: leave it out; for checkpoints on another disk, output_root=<a folder there>"
             )
 
 
@@ -396,17 +405,25 @@ def _saves_checkpoints(callback) -> bool:
 HOME_TO_A_SHELL_ONLY = (
     "~ means your home folder to a shell only (Hydra cannot read it there; quoted, it is a folder named ~)"
 )
-PATHS = ("output_root", "data.root", "ckpt_path")
+PATHS = ("output_root", "data.root", "ckpt_path", "logger.save_dir", "hydra.run.dir", "hydra.sweep.dir")
+
+
+def home_sign(key: str, value: str) -> str:
+    """The line for a path that begins with ~, with the home folder spelled out as the fix."""
+    return f"{key}={value}: {HOME_TO_A_SHELL_ONLY}. Fix: {shlex.quote(f'{key}={os.path.expanduser(value)}')}"
 
 
 def check_no_home_sign(cfg) -> None:
     """A path quoted with its ~ ('output_root="~/runs"', as a fix once said) ran in a folder named ~
     inside the project."""
     for key in PATHS:
-        value = select(cfg, key)
+        parent, _, name = key.rpartition(".")
+        node = select(cfg, parent) if parent else cfg
+        if not isinstance(node, DictConfig) or name not in node or OmegaConf.is_interpolation(node, name):
+            continue  # ${output_dir} and the like: their parts are checked
+        value = node[name]
         if isinstance(value, str) and value.startswith("~"):
-            home = shlex.quote(f"{key}={os.path.expanduser(value)}")
-            raise SetupError(f"{key}={value}: {HOME_TO_A_SHELL_ONLY}. Fix: {home}")
+            raise SetupError(home_sign(key, value))
 
 
 def check_output_root(root) -> None:

@@ -63,7 +63,8 @@ def job_from(settings: list[str], train_overrides: list[str], command: str) -> J
         if not (sep or key.startswith("~")) or (key not in SETTINGS and not profile_key):
             raise ProfileError(f"{setting!r}: expected KEY=VALUE with KEY one of {', '.join(SETTINGS)} or cluster.*")
         if key.lstrip("+~") == "cluster.num_nodes":  # the script gives train.py the job's own: dropped without a word
-            raise ProfileError(f"{setting}: a job's nodes are its setting nodes=N. Fix: nodes={value or 2}")
+            fix = f"nodes={value}" if value else "leave it out"
+            raise ProfileError(f"{setting}: a job's nodes are its setting nodes=N. Fix: {fix}")
         if profile_key:  # a Hydra override of the profile: cluster.KEY=VALUE, +cluster.KEY=VALUE (++), ~cluster.KEY
             sign = override_sign(setting)
             profile_overrides.append(sign + setting.removeprefix(sign).removeprefix("cluster."))
