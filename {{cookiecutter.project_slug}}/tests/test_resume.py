@@ -1,6 +1,7 @@
 """Resuming from last.ckpt continues where the first run stopped."""
 
 import csv
+import itertools
 import os
 import signal
 
@@ -174,15 +175,56 @@ class PlainLoaderData(SyntheticDataModule):
 def test_a_checkpoint_resumed_with_a_plain_dataloader_of_ones_own_trains_on(tmp_path):
     """The checkpoint holds the project's loader's position in its epoch; a data module whose
     loader takes none (a plain DataLoader) met Lightning's RuntimeError ("0 stateful loaders, but
-    found 1 states") and a traceback. Now the epoch starts its batches over, as Lightning warns."""
+    found 1 states") and a traceback. Now the rest of the epoch is drawn from the start of its
+    order, as Lightning warns."""
     common = [*FAST, f"output_root={tmp_path}", "trainer.max_epochs=3"]
     mid_epoch = tmp_path / "mid-epoch.ckpt"
     run_train(*common, "run_id=first", *save_after_step(6, mid_epoch))
     own = [*common, "run_id=own", f"data._target_={__name__}.PlainLoaderData", f"ckpt_path={mid_epoch}"]
     resumed = run_train(*own, check=False)
     assert resumed.returncode == 0 and "Traceback" not in resumed.stderr, resumed.stderr
-    assert "not resumable" in resumed.stderr  # Lightning's warning: the epoch's batches start over
+    assert "not resumable" in resumed.stderr  # Lightning's warning: the epoch's order starts over
     assert torch.load(tmp_path / "own" / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 12
+
+
+class PositionAtIterLoader(DataLoader):
+    """Test-only: a loader that takes its saved position when its iterator is made, as torchdata's
+    StatefulDataLoader does (the project's reads it at the first batch)."""
+
+    handed_out = resume_at = 0
+
+    def state_dict(self):
+        return {"batches": self.handed_out}
+
+    def load_state_dict(self, state):
+        self.resume_at = state["batches"]
+
+    def __iter__(self):
+        skip, self.resume_at = self.resume_at, 0
+        return self._counted(itertools.islice(super().__iter__(), skip, None), skip)
+
+    def _counted(self, batches, skip):
+        self.handed_out = skip
+        for batch in batches:
+            self.handed_out += 1
+            yield batch
+
+
+class PositionAtIterData(SyntheticDataModule):
+    def train_dataloader(self):
+        samples = TensorDataset(self.train_set.images, self.train_set.labels)
+        return PositionAtIterLoader(samples, batch_size=self.batch_size, drop_last=True)  # the same order each epoch
+
+
+def test_a_loader_that_takes_its_position_as_its_iterator_is_made_resumes_in_its_place(tmp_path):
+    """Lightning makes the loader's iterator before on_train_start, where the project gives back
+    the position: such a loader started its epoch over, unless its iterator is made again."""
+    common = [*FAST, f"output_root={tmp_path}", "trainer.max_epochs=3", f"data._target_={__name__}.PositionAtIterData"]
+    mid_epoch = tmp_path / "mid-epoch.ckpt"
+    run_train(*common, "run_id=whole", *record_batches(tmp_path / "whole.txt"), *save_after_step(6, mid_epoch))
+    run_train(*common, "run_id=resumed", f"ckpt_path={mid_epoch}", *record_batches(tmp_path / "resumed.txt"))
+    whole, resumed = ((tmp_path / name).read_text().splitlines() for name in ("whole.txt", "resumed.txt"))
+    assert len(whole) == 12 and resumed == whole[6:]
 
 
 class SigtermAfterBatch(pl.Callback):

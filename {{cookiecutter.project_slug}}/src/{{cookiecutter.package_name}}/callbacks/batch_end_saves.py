@@ -33,13 +33,15 @@ class BatchEndSavesResumeWhole(pl.Callback):
 
     def on_train_start(self, trainer, pl_module):
         states, self.loader_states = self.loader_states, []
-        loader = trainer.fit_loop._combined_loader
+        loader, fetcher = trainer.fit_loop._combined_loader, trainer.fit_loop._data_fetcher
         takers = [each for each in loader.flattened if hasattr(each, "load_state_dict")] if loader else []
-        # Before the epoch's first batch is drawn (data/resumable.py). Loaders that take no position:
-        # the epoch starts its batches over, as Lightning's warning of a loader "not resumable" says.
+        # Loaders that take no position: the rest of the epoch is drawn from the start of its order,
+        # as Lightning's warning of a loader "not resumable" says.
         if states and len(takers) == len(states):
             for taker, state in zip(takers, states, strict=True):
                 taker.load_state_dict(state)
+            if fetcher is not None:  # its iterator, made before: again, for a loader that reads its position there
+                iter(fetcher)
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint):
         if "loops" not in checkpoint or trainer.sanity_checking:
