@@ -99,3 +99,7 @@ def test_a_slurm_task_does_not_say_lightnings_requeue_is_on(tmp_path):
     said = ran.stdout + ran.stderr
     assert (tmp_path / "slurm-77.0").is_dir(), f"not run as a Slurm task: {said}"
     assert "auto-requeueing" not in said
+    # Without the project's requeue callback, Lightning's is on and says so: the run above would show it.
+    lightnings = [*FAST, "trainer.max_epochs=1", f"output_root={tmp_path / 'own'}", "~callbacks.slurm_requeue"]
+    ran = run_train(*lightnings, env=project_env(**task))
+    assert "SLURM auto-requeueing enabled" in ran.stdout + ran.stderr

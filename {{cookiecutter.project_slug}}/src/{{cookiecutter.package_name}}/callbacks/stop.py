@@ -82,6 +82,8 @@ class SaveOnStop(pl.Callback):
                 where = f"the {batch} all ranks agree on (within about a second)"
             elif alone or trainer.testing:
                 where = f"this {batch}"
+            elif trainer.validating:  # a validation's batch: no optimizer step in between
+                where = "this validation batch"
             else:  # gradients accumulate: not in between two optimizer steps (agreement.py)
                 where = "the next optimizer step"
             doing = "stopping" if trainer.testing else "saving"
