@@ -177,8 +177,8 @@ def check_sweep_folders(jobs: list[list[str]], first) -> None:
             f"{named} with -m: a sweep's points run in its folder, one subfolder each, not under a run_id. Fix: leave "
             "run_id out; to name the sweep's folder, hydra.sweep.dir=<folder>"
         )
-    subdir = "hydra.sweep.subdir="
-    given = {next((arg.split("=", 1)[1] for arg in job if arg.lstrip("+").startswith(subdir)), None) for job in jobs}
+    key = "hydra.sweep.subdir="
+    given = {next((arg.split("=", 1)[1] for arg in job if arg.lstrip("+").startswith(key)), None) for job in jobs}
     if len(jobs) > 1 and len(given) == 1 and (subdir := given.pop()) is not None and "$" not in subdir:  # ${seed}
         raise SetupError(
             f"hydra.sweep.subdir={subdir}: the same folder for all {len(jobs)} points of the sweep, and a folder holds "
