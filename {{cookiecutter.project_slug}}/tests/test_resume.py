@@ -140,6 +140,17 @@ def test_a_resume_in_the_middle_of_an_epoch_trains_the_batches_an_unstopped_run_
     assert len(whole) == 12 and part == whole
 
 
+def resumed_from_step_6_trains_the_unstopped_runs_batches(tmp_path, *overrides: str) -> None:
+    """3 epochs of 4 batches, and a new run from a checkpoint saved after step 6 (mid-epoch): it
+    trains the batches the first run trained after that step."""
+    common = [*FAST, f"output_root={tmp_path}", "trainer.max_epochs=3", *overrides]
+    mid_epoch = tmp_path / "mid-epoch.ckpt"
+    run_train(*common, "run_id=whole", *record_batches(tmp_path / "whole.txt"), *save_after_step(6, mid_epoch))
+    run_train(*common, "run_id=resumed", f"ckpt_path={mid_epoch}", *record_batches(tmp_path / "resumed.txt"))
+    whole, resumed = ((tmp_path / name).read_text().splitlines() for name in ("whole.txt", "resumed.txt"))
+    assert len(whole) == 12 and resumed == whole[6:]
+
+
 class OneCycleClassifier(ImageClassifier):
     """Test-only: a model whose learning-rate schedule reads the run's number of optimizer steps."""
 
@@ -156,12 +167,7 @@ def test_a_mid_epoch_resume_of_a_model_that_reads_the_number_of_steps_trains_the
     """Lightning issue #20550: where configure_optimizers reads trainer.estimated_stepping_batches
     (a OneCycleLR), Lightning never gave the training loader its saved position, and the resumed
     epoch trained its first batches again (callbacks/batch_end_saves.py gives it back)."""
-    common = [*FAST, f"output_root={tmp_path}", "trainer.max_epochs=3", f"model._target_={__name__}.OneCycleClassifier"]
-    mid_epoch = tmp_path / "mid-epoch.ckpt"
-    run_train(*common, "run_id=whole", *record_batches(tmp_path / "whole.txt"), *save_after_step(6, mid_epoch))
-    run_train(*common, "run_id=resumed", f"ckpt_path={mid_epoch}", *record_batches(tmp_path / "resumed.txt"))
-    whole, resumed = ((tmp_path / name).read_text().splitlines() for name in ("whole.txt", "resumed.txt"))
-    assert len(whole) == 12 and resumed == whole[6:]
+    resumed_from_step_6_trains_the_unstopped_runs_batches(tmp_path, f"model._target_={__name__}.OneCycleClassifier")
 
 
 class PlainLoaderData(SyntheticDataModule):
@@ -219,12 +225,7 @@ class PositionAtIterData(SyntheticDataModule):
 def test_a_loader_that_takes_its_position_as_its_iterator_is_made_resumes_in_its_place(tmp_path):
     """Lightning makes the loader's iterator before on_train_start, where the project gives back
     the position: such a loader started its epoch over, unless its iterator is made again."""
-    common = [*FAST, f"output_root={tmp_path}", "trainer.max_epochs=3", f"data._target_={__name__}.PositionAtIterData"]
-    mid_epoch = tmp_path / "mid-epoch.ckpt"
-    run_train(*common, "run_id=whole", *record_batches(tmp_path / "whole.txt"), *save_after_step(6, mid_epoch))
-    run_train(*common, "run_id=resumed", f"ckpt_path={mid_epoch}", *record_batches(tmp_path / "resumed.txt"))
-    whole, resumed = ((tmp_path / name).read_text().splitlines() for name in ("whole.txt", "resumed.txt"))
-    assert len(whole) == 12 and resumed == whole[6:]
+    resumed_from_step_6_trains_the_unstopped_runs_batches(tmp_path, f"data._target_={__name__}.PositionAtIterData")
 
 
 class SigtermAfterBatch(pl.Callback):
