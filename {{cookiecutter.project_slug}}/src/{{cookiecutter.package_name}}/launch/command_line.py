@@ -11,6 +11,7 @@ import os
 import re
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import NoReturn
 
@@ -68,6 +69,8 @@ def stop(message: str, code: int = 2) -> NoReturn:
     input; `code` for what went wrong later)."""
     if global_rank() == 0:
         print(f"ERROR: {one_line(message)}", file=sys.stderr)
+    else:  # a launcher that sees another rank end first stops the rest, rank 0 too, before it said why
+        time.sleep(2)
     sys.exit(code)
 
 
