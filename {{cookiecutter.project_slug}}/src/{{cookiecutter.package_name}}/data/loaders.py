@@ -1,12 +1,10 @@
 """One DataLoader for both kinds of dataset: in-memory tensors and samples read one by one."""
 
-import os
-
 import torch
 from torch.utils.data import DataLoader, Dataset, SequentialSampler
 
 from .in_memory import IndexBatches, InMemoryImages, already_batched
-from .resumable import EpochShuffle, ResumableLoader, SkippingBatches
+from .resumable import EpochShuffle, ResumableLoader, SkippingBatches, run_seed
 
 
 def make_loader(dataset: Dataset, batch_size: int, shuffle: bool, num_workers: int = 0, sampler=None) -> DataLoader:
@@ -23,7 +21,7 @@ def make_loader(dataset: Dataset, batch_size: int, shuffle: bool, num_workers: i
         "pin_memory": workers > 0 and torch.cuda.is_available(),
         # Its own generator for the seed each epoch's iterator draws (for its workers): the global
         # random state is the model's alone, and a resumed run's is as saved (callbacks/random_states.py).
-        "generator": torch.Generator().manual_seed(int(os.environ.get("PL_GLOBAL_SEED", 0))),
+        "generator": torch.Generator().manual_seed(run_seed()),
     }
     if sampler is None:
         sampler = EpochShuffle(dataset) if shuffle else SequentialSampler(dataset)

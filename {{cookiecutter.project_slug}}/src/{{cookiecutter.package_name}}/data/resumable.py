@@ -18,13 +18,18 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 
 
+def run_seed() -> int:
+    """The seed Lightning's seed_everything set (as DistributedSampler's), 0 before it."""
+    return int(os.environ.get("PL_GLOBAL_SEED", 0))
+
+
 class EpochShuffle(RandomSampler):
     """A RandomSampler (Lightning's DDP takes it for shuffled data) whose order is
     randperm(seed + epoch): Lightning calls set_epoch before each epoch."""
 
     def __init__(self, data_source, seed: int | None = None):
         super().__init__(data_source)
-        self.seed = int(os.environ.get("PL_GLOBAL_SEED", 0)) if seed is None else seed  # as DistributedSampler's
+        self.seed = run_seed() if seed is None else seed
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
