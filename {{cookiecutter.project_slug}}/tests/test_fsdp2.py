@@ -7,11 +7,20 @@ import time
 import pytest
 
 from {{ cookiecutter.package_name }}.callbacks.checkpoints import checkpoint_step
+from {{ cookiecutter.package_name }}.launch.errors import SetupError
+from {{ cookiecutter.package_name }}.models.classifier import ImageClassifier
+from {{ cookiecutter.package_name }}.models.cnn import MnistCNN
+from {{ cookiecutter.package_name }}.strategies.fsdp2 import shard
 
 from tests.helpers import FAST, assert_same_weights, record_saves, recorded, run_train, start_until_first_checkpoint
 from tests.sharded import parameters_only
 
-pytestmark = pytest.mark.slow
+
+def test_layers_the_model_lacks_are_named_before_anything_is_sharded():
+    """strategy.instance.layers=[Nope] sharded nothing by layer, silently (each module whole)."""
+    model = ImageClassifier(net=MnistCNN())
+    with pytest.raises(SetupError, match=r"layers=\[Nope,Conv2d\]: ImageClassifier has no module of class Nope \("):
+        shard(model, mesh=None, layers=("Nope", "Conv2d"))
 
 
 def train_fsdp2(tmp_path, *overrides: str):
@@ -31,6 +40,7 @@ def train_fsdp2(tmp_path, *overrides: str):
     return result, weights
 
 
+@pytest.mark.slow
 def test_fsdp2_trains_resumes_from_sharded_checkpoint(tmp_path):
     _result, weights = train_fsdp2(tmp_path, "trainer.max_epochs=1")
     assert_same_weights(parameters_only(weights), world_size=2)
@@ -45,6 +55,7 @@ def test_fsdp2_trains_resumes_from_sharded_checkpoint(tmp_path):
     assert_same_weights(parameters_only(weights), world_size=2)
 
 
+@pytest.mark.slow
 def test_a_stop_saves_every_ranks_shards_and_the_run_resumes_from_there(tmp_path):
     """SIGTERM mid-training: before, only rank 0 saved on a stop, which FSDP2's sharded state
     cannot, and the steps since the newest checkpoint were lost. The ranks agree on the stop's

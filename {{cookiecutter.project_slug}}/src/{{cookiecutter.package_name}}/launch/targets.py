@@ -31,6 +31,8 @@ def check_added_arguments(cfg, overrides: list[str]) -> None:
             continue
         target = str(node.get("_target_"))
         taken = _arguments(target, f"{parent}._target_")
+        if name == "_target_":
+            _check_role(parent, target)
         if taken is None:
             continue
         if name != "_target_":
@@ -40,6 +42,31 @@ def check_added_arguments(cfg, overrides: list[str]) -> None:
         for argument, removal in given.items():
             if argument not in taken:
                 raise SetupError(_not_taken(parent, argument, node, target, taken, removal))
+
+
+# What the run hands a config node's object to takes only this kind of object: the Lightning
+# class it must derive from, what it is for, and the configs' own choices.
+ROLES = {
+    "model": ("LightningModule", "what the Trainer trains", "model=cnn or model=autoencoder, or "),
+    "data": ("LightningDataModule", "what the Trainer takes its batches from", "data=mnist or data=synthetic, or "),
+    "logger": ("Logger", "what the Trainer logs to", "logger=csv, logger=tensorboard or logger=wandb, or "),
+    "callbacks": ("Callback", "what the Trainer calls at each step", "a class of pytorch_lightning.callbacks, or "),
+}
+
+
+def _check_role(parent: str, target: str) -> None:
+    """A `_target_` that builds another kind of object (model._target_=torch.nn.Linear) met
+    Hydra's report on the model's own keys, or Lightning's TypeError once the run had started."""
+    role = ROLES.get("callbacks" if parent.startswith("callbacks.") else parent)
+    built = _locate(target)
+    if role is None or not inspect.isclass(built):  # a function that builds one: the run will say
+        return
+    base, what, choices = role
+    lightning = ("pytorch_lightning.", "lightning.")
+    if not any(cls.__name__ == base and cls.__module__.startswith(lightning) for cls in inspect.getmro(built)):
+        raise SetupError(
+            f"{parent}._target_={target}: not a {base} ({what}). Fix: {choices}the dotted path of a {base} of your own"
+        )
 
 
 def _not_taken(parent: str, argument: str, node, target: str, taken: list[str], removal: str) -> str:

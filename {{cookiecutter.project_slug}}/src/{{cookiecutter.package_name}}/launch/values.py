@@ -123,6 +123,11 @@ def image_shape(value) -> bool:
     return value[0] >= 1 and min(value[1:]) >= 6
 
 
+def names(value) -> bool:
+    """A list of names (a string alone was taken letter by letter)."""
+    return isinstance(value, ListConfig | list) and all(isinstance(name, str) and name for name in value)
+
+
 def optional(allowed: Callable[[Any], bool]) -> Callable[[Any], bool]:
     return lambda value: value is None or allowed(value)
 
@@ -250,6 +255,14 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     added("detect_anomaly", boolean, "true or false", "true"),
     added("inference_mode", boolean, "true or false", "true"),
     added("use_distributed_sampler", boolean, "true or false", "true"),
+    # a strategy's own arguments, where its config has them (a string here was taken as true)
+    row("strategy.instance.find_unused_parameters", boolean, "true or false", "false"),
+    row("strategy.instance.gradient_as_bucket_view", boolean, "true or false", "true"),
+    row("strategy.instance.stage", one_of(0, 1, 2, 3), "0, 1, 2 or 3 (ZeRO's stage)", 2),
+    row("strategy.instance.offload_optimizer", boolean, "true or false", "true"),
+    row("strategy.instance.offload_parameters", boolean, "true or false", "true"),
+    row("strategy.instance.layers", optional(names), "null (every module with parameters) or class names", "[Block]"),
+    row("callbacks.progress_bar.show", names, "a list of logged metric names", "[train/loss]"),
     row("callbacks.progress_bar.every_n_steps", positive_int, "an integer >= 1", 20),
     row("callbacks.last_checkpoint.every_n_epochs", positive_int, "an integer >= 1 (1: every epoch)", 10),
     row("callbacks.timed_checkpoint.every_minutes", non_negative_number, "a number >= 0 (0: only at epoch ends)", 30),

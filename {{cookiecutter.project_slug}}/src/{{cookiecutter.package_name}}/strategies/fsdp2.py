@@ -58,6 +58,12 @@ def shard(module: pl.LightningModule, mesh, layers: tuple[str, ...] | None) -> N
             f"strategy=fsdp2 shards the model's submodules, but {type(module).__name__} holds parameters "
             f"itself ({', '.join(names)}). Fix: move them into a submodule (e.g. an nn.Module attribute)"
         )
+    if layers is not None and (missing := [name for name in layers if name not in _classes(module)]):
+        raise SetupError(
+            f"strategy.instance.layers=[{','.join(layers)}]: {type(module).__name__} has no module of class "
+            f"{', '.join(missing)} (it has {', '.join(sorted(_classes(module)))}). Fix: class names from those, "
+            "or strategy.instance.layers=null (every module with parameters)"
+        )
     for child in module.children():
         if not any(True for _ in child.parameters()):
             continue  # metrics, activations
@@ -65,6 +71,10 @@ def shard(module: pl.LightningModule, mesh, layers: tuple[str, ...] | None) -> N
             if _is_layer(layer, layers):
                 fully_shard(layer, mesh=mesh)
         fully_shard(child, mesh=mesh)
+
+
+def _classes(module: nn.Module) -> set[str]:
+    return {type(part).__name__ for part in module.modules()}
 
 
 def _is_layer(module: nn.Module, layers: tuple[str, ...] | None) -> bool:
