@@ -138,7 +138,8 @@ def test_a_sweep_through_submitit_local_runs_its_points_here_side_by_side(tmp_pa
 def test_a_sweep_whose_first_point_is_refused_leaves_nothing(tmp_path):
     """Refused once its data is known (4 batches an epoch, validation every 50): one line, exit 2,
     and no sweep folder holding only Hydra's multirun.yaml."""
-    result = run_sweep(*FAST, "trainer.accelerator=cpu", f"output_root={tmp_path}", "+trainer.val_check_interval=50,2")
+    output_root = f"output_root={tmp_path / 'new' / 'runs'}"  # folders made for it go too
+    result = run_sweep(*FAST, "trainer.accelerator=cpu", output_root, "+trainer.val_check_interval=50,2")
     assert result.returncode == 2, result.stdout + result.stderr
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("ERROR: ")]
     assert "trainer.val_check_interval=50: more than the 4 training batches" in line, line

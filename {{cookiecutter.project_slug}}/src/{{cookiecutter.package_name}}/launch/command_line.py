@@ -17,6 +17,7 @@ from typing import NoReturn
 
 from .environment import global_rank, register_resolvers, stale_rank
 from .errors import SetupError
+from .run_directory import note_new_parents
 from .targets import (
     check_added_arguments,
     check_classes,
@@ -156,6 +157,8 @@ def check_overrides(overrides: list[str], multirun: bool = False) -> None:
     if on_slurm:  # before composing: hydra.launcher.additional_parameters.qos=... is no key there
         check_launcher_overrides(overrides)
     points = [_checked(job) for job in jobs]
+    for point in points[:1]:  # the folders Hydra will make: a start refused later removes them again
+        note_new_parents(point.hydra.sweep.dir if multirun else point.hydra.run.dir)
     if multirun:
         check_sweep_folders(jobs, points[0])
     if on_slurm:  # each point's job, as Slurm will judge it (else a traceback at submission)

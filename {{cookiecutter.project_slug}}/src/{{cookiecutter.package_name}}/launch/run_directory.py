@@ -30,6 +30,7 @@ from .errors import SetupError
 
 _subdirs: dict[str, str] = {}  # run dir -> this start's config folder (resolved more than once)
 _held: dict[Path, int] = {}  # run dir -> the open descriptor that holds its lock, while this process lives
+_made_parents: set[Path] = set()  # folders above the run's that this start makes (note_new_parents)
 
 
 def shown(path: Path) -> str:
@@ -192,6 +193,22 @@ def this_start_subdir() -> str | None:
     return HydraConfig.get().output_subdir if HydraConfig.initialized() else None
 
 
+def note_new_parents(folder: str | os.PathLike) -> None:
+    """Before Hydra makes the run's folder: which folders above it (output_root=new/runs) it makes
+    too, so that a start refused later removes them with the run's folder."""
+    path = Path(folder).expanduser().absolute()
+    while not path.exists() and path != path.parent:
+        _made_parents.add(path)
+        path = path.parent
+
+
+def _remove_made_parents(folder: Path) -> None:
+    for parent in folder.absolute().parents:
+        if parent not in _made_parents or not parent.is_dir() or any(parent.iterdir()):
+            return
+        parent.rmdir()
+
+
 def discard_refused_start(run_dir: str | os.PathLike) -> None:
     """For a start refused once the run directory exists (train.py, on a SetupError); in a sweep
     whose first point it is, the sweep's folder too (Hydra wrote multirun.yaml there already)."""
@@ -203,6 +220,7 @@ def discard_refused_start(run_dir: str | os.PathLike) -> None:
         shutil.rmtree(sweep)
         if not any(sweep.parent.iterdir()):  # <output_root>/multirun, made for it
             sweep.parent.rmdir()
+            _remove_made_parents(sweep.parent)
 
 
 def fresh_sweep_folder(sweep: Path) -> str:
@@ -249,6 +267,8 @@ def _discard_this_start(run_dir: Path, subdir: str | None) -> None:
     for folder in (run_dir / ".hydra" / "resumes", run_dir / ".hydra", *([run_dir] if hold(run_dir) else [])):
         if folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()
+    if not run_dir.exists():
+        _remove_made_parents(run_dir)
     release(run_dir)  # the refused start's, if it held it
 
 
