@@ -342,6 +342,13 @@ def test_resume_of_a_checkpoint_file_names_its_runs_folder(tmp_path, monkeypatch
     folder = r"^resume=run/checkpoints: inside the run run, not its folder\. Fix: resume=run$"
     with pytest.raises(SetupError, match=folder):
         resume_overrides(["resume=run/checkpoints"])
+    # the output root, and a folder that holds no run: before, the line named the parent's runs as the fix
+    runs = r"^resume=\.: a folder of runs, not a run\. Fix: resume=<run_id>, one of: run$"
+    with pytest.raises(SetupError, match=runs):
+        resume_overrides(["resume=."])
+    nowhere = r"^resume=new/nowhere: no run was started there \(\S+ is missing\)\. Fix: resume=new/<run_id>, none"
+    with pytest.raises(SetupError, match=nowhere):
+        resume_overrides(["resume=new/nowhere"])
 
 
 @pytest.mark.parametrize("name", ["run (1)", "a,b", "1e3", "it's", "ünï"])

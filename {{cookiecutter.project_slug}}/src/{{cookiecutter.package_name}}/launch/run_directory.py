@@ -95,10 +95,13 @@ def resume_overrides(argv: list[str]) -> list[str]:
         run = shown(runs[0])
         start_from = f", or a new run from this checkpoint: ckpt_path={run_dir}" if run_dir.is_file() else ""
         raise SetupError(f"resume={run_dir}: inside the run {run}, not its folder. Fix: resume={run}{start_from}")
+    if not records and (inside := _runs_with_checkpoints(run_dir)) != "none":  # output_root itself
+        raise SetupError(f"resume={run_dir}: a folder of runs, not a run. Fix: resume={_in(run_dir)}, one of: {inside}")
     if not records:
+        listed = _runs_with_checkpoints(run_dir.parent)
         raise SetupError(
             f"resume={run_dir}: no run was started there ({run_dir / '.hydra' / 'overrides.yaml'} is missing). "
-            f"Fix: resume=<a folder of {run_dir.parent}>: {_runs_with_checkpoints(run_dir.parent)}"
+            f"Fix: resume={_in(run_dir.parent)}, " + (f"one of: {listed}" if listed != "none" else "none there has one")
         )
     new = [arg for arg in argv if not arg.startswith("resume=")]
     mine = {"run_id", "output_root", "ckpt_path"}
@@ -177,6 +180,11 @@ def _record_of_newest_checkpoint(run_dir: Path, newest: tuple[Path, int] | None,
         return named
     written = newest[0].stat().st_mtime
     return ([record for record in records if record.stat().st_mtime <= written] or records[:1])[-1]
+
+
+def _in(output_root: Path) -> str:
+    """`<run_id>` in output_root, as the user would type it."""
+    return "<run_id>" if shown(output_root) == "." else f"{shown(output_root)}/<run_id>"
 
 
 def _runs_with_checkpoints(output_root: Path) -> str:
