@@ -119,9 +119,11 @@ def test_offline_download_explains_the_fix_and_leaves_no_empty_folders(tmp_path,
         raise OSError("Network is unreachable")
 
     monkeypatch.setattr(torchvision.datasets.MNIST, "download", no_network)
-    with pytest.raises(MNISTNotFoundError, match="(?s)Network is unreachable.*no internet"):
-        MNISTDataModule(root=str(tmp_path / "data"), download=True).prepare_data()
-    assert not (tmp_path / "data").exists()
+    root = tmp_path / "my data"
+    with pytest.raises(MNISTNotFoundError, match="(?s)Network is unreachable.*no internet") as error:
+        MNISTDataModule(root=str(root), download=True).prepare_data()
+    assert not root.exists()
+    assert f"run `python -m {{ cookiecutter.package_name }}.data.mnist '{root}'`" in str(error.value)  # a command to paste
 
 
 def test_the_download_command_names_a_file_that_is_there_but_not_whole(tmp_path, capsys):

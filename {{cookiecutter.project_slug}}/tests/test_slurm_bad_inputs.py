@@ -82,6 +82,13 @@ BAD_INPUTS = [
     (["cluster=puhti", "+cluster.slurm.sbatch.qos='x#y'"], "sbatch.qos=x#y: one word"),
     (["cluster=puhti", "cluster.slurm.container='singularity exec"], "cluster.slurm.container"),
     (["cluster=puhti", "--", "trainer.max_epochs=1\nrm -rf ~"], "one line"),
+    # an environment variable's name and value (exported as "[1, 2]" or "None"; Hydra's bare "Error merging")
+    (["cluster=puhti", "+cluster.slurm.env.FOO=[1,2]"], "cluster.slurm.env.FOO=[1, 2]: one value, a string or a"),
+    (["cluster=puhti", "+cluster.slurm.env.FOO=null"], "~cluster.slurm.env.FOO leaves it out"),
+    (["cluster=puhti", "+cluster.slurm.env.A-B=1"], "cluster.slurm.env.A-B=1: a variable's name: letters, digits"),
+    (["cluster=puhti", "+cluster.slurm.env.1A=x"], "cluster.slurm.env.1A is not a key Hydra reads (each part"),
+    (["cluster=puhti", "cluster.slurm.env=[a]"], "env=[a]: cluster.slurm.env holds keys of its own, not a list. Fix"),
+    (["cluster=puhti", "cluster.slurm.modules={a:1}"], "cluster.slurm.modules is a list, not a mapping. Fix"),
     # train.py's overrides, checked as train.py will check them on the nodes (not after the queue)
     (["cluster=puhti", "--", "data.batch_size=0"], "data.batch_size=0: an integer >= 1"),
     (["cluster=puhti", "--", "trainer.max_epohcs=3"], "trainer.max_epohcs=3: no such key in the config"),

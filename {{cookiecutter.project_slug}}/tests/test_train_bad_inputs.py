@@ -84,6 +84,10 @@ BAD_VALUES = [
     (["strategy=deepspeed_stage_3_offload", "strategy.instance.offload_optimizer=cpu"], "offload_optimizer=cpu: true"),
     (["strategy=fsdp2", "strategy.instance.layers=Nope"], "layers=Nope: null (every module with parameters) or class"),
     (["callbacks.progress_bar.show=train/loss"], "callbacks.progress_bar.show=train/loss: a list of logged metric"),
+    # Hydra said only "Error merging override ..." (the line began "ERROR: : "), or to quote the value
+    (["model.net=[1]"], "model.net=[1]: model.net holds keys of its own, not a list. Fix: set them one at a time"),
+    (["data=synthetic", "data.image_shape={a:1}"], "image_shape is a list, not a mapping. Fix: data.image_shape=["),
+    (["+model.1a=1"], "+model.1a=1: model.1a is not a key Hydra reads (each part starts with a letter or _"),
     (["seed=abc"], "seed=abc: an integer"),
     (["run_id="], "run_id='': a folder name without /"),
     (["run_id=../elsewhere"], "run_id=../elsewhere: a folder name without /"),

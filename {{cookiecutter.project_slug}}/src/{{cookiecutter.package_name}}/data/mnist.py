@@ -7,6 +7,7 @@ Run `python -m {{ cookiecutter.package_name }}.data.mnist DIR` on a machine with
 """
 
 import gzip
+import shlex
 import shutil
 import sys
 from contextlib import contextmanager
@@ -60,8 +61,9 @@ def _root_around(root: str | Path) -> Path | None:
 def _how_to_fix(root: str | Path) -> str:
     # __package__, not __name__: that is "__main__" when this file runs as the download command.
     return (
-        f"Fix: compute nodes often have no internet: on a login node run `python -m {__package__}.mnist {root}`, "
-        "then train with data.root pointing there (or set DATA_DIR)"
+        "Fix: compute nodes often have no internet: on a login node run "
+        f"`python -m {__package__}.mnist {shlex.quote(str(root))}`, then train with data.root pointing there "
+        "(or set DATA_DIR)"
     )
 
 

@@ -65,6 +65,35 @@ def parse_problem(error: Exception) -> str:
     return " ".join(str(error).strip().splitlines()[0].split()).split(". See https://")[0]
 
 
+def key_problem(override: str) -> str | None:
+    """An override that does not parse for its key (a value would parse once quoted): what is wrong."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    key = override.partition("=")[0]
+    try:
+        OverridesParser.create().parse_overrides([f"{key}=x"])
+    except OverrideParseException:
+        return (
+            f"{override}: {key.lstrip('+~')} is not a key Hydra reads (each part starts with a letter or _, then "
+            "letters, digits, _ or -)"
+        )
+    return None
+
+
+def merge_problem(error: Exception) -> str | None:
+    """Hydra's `Error merging override K=V` (no more said) where V's kind does not fit K's: a list
+    for a key with keys below it, or a mapping for a list. None for another error."""
+    merged = re.fullmatch(r"Error merging override (([^=+][^=]*)=.*)", one_line(str(error)))  # +key: already there
+    held = re.search(r"Cannot merge \w+ with \w+.*object_type=(dict|list)", one_line(str(error.__cause__ or "")))
+    if not merged or not held:
+        return None
+    given, key = merged[1], merged[2].lstrip("+~")
+    if held[1] == "dict":
+        return f"{given}: {key} holds keys of its own, not a list. Fix: set them one at a time, {key}.<key>=<value>"
+    return f"{given}: {key} is a list, not a mapping. Fix: {key}=[<item>,<item>,...]"
+
+
 def stop(message: str, code: int = 2) -> NoReturn:
     """Print the error once (rank 0; every rank of srun/torchrun checks the same), exit 2 (a wrong
     input; `code` for what went wrong later)."""
@@ -231,6 +260,8 @@ def _jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
         except OverrideParseException as error:
             reason = parse_problem(error)
             key, _, value = override.partition("=")
+            if wrong := key_problem(override):
+                raise SetupError(f"{wrong}. Fix: the key as `python train.py --cfg job` lists it") from None
             if value.startswith("~"):  # quoted, as the fix below says, it became a folder named ~ in the project
                 raise SetupError(home_sign(key, value)) from None
             quoted = f"'{key}=\"{value}\"'" if value and '"' not in value else "'key=\"a b\"'"
@@ -332,6 +363,8 @@ def _bad_key(error, overrides: list[str]) -> str:
     message = one_line(str(error))
     match = re.search(r"'([^']+)'|Multiple values for (\S+)\.", message)
     key = next((group for group in match.groups() if group), "") if match else ""
+    if problem := merge_problem(error):
+        return problem
     merging = re.fullmatch(r"Error merging override (\+[^+]\S*)", message)
     if not key and merging:  # +key of a key whose value refers to Hydra's (${output_dir}): no more said
         given = merging[1]

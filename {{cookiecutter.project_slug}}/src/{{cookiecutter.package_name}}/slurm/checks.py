@@ -6,6 +6,8 @@ import math
 import re
 import shlex
 
+import yaml
+
 from .profiles import ProfileError
 
 NAME = re.compile(r"[\w.+@-]+")  # account, partition, GPU type, MPI plugin
@@ -119,8 +121,26 @@ def check_profile(cluster: dict) -> None:
         if not isinstance(slurm.get(key) or [], list):
             raise refuse(f"cluster.slurm.{key}", slurm[key], f"a list, e.g. '[{slurm[key]}]' {where}")
     env = slurm.get("env") or {}
-    if not isinstance(env, dict) or not all(re.fullmatch(r"[A-Za-z_]\w*", str(name)) for name in env):
-        raise refuse("cluster.slurm.env", env, f"variable names (letters, digits, _) and their values {where}")
+    if not isinstance(env, dict):
+        raise refuse(
+            "cluster.slurm.env",
+            env,
+            f"variable names and their values, each added with +cluster.slurm.env.NAME=value {where}",
+        )
+    for name, value in env.items():
+        if not re.fullmatch(r"[A-Za-z_]\w*", str(name)):
+            raise refuse(
+                f"cluster.slurm.env.{name}",
+                value,
+                f"a variable's name: letters, digits and _, not a digit first {where}",
+            )
+        if not isinstance(value, str | int | float) or isinstance(value, bool):  # exported as "[1, 2]", "None", "True"
+            raise refuse(
+                f"cluster.slurm.env.{name}",
+                yaml.safe_dump(value, default_flow_style=True).splitlines()[0],  # as typed: null, true, [1, 2]
+                f"one value, a string or a number (quoted for a word such as 'true'; ~cluster.slurm.env.{name} leaves "
+                f"it out) {where}",
+            )
     check_sbatch_extras(slurm.get("sbatch"), where)
     scratch = slurm.get("local_scratch")
     if scratch is not None and not (

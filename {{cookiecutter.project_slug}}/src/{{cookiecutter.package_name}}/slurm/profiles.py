@@ -61,6 +61,10 @@ def load(group: str, name: str, configs: Path = CONFIGS, overrides: list[str] = 
             config = composed(configs, more, files(configs, group))[group]
         return OmegaConf.to_container(config, resolve=resolve)  # ${oc.env:...} etc. read now, not cached
     except (HydraException, OmegaConfBaseException) as error:  # Hydra's own message spans lines
+        from ..launch.command_line import merge_problem
+
+        if problem := merge_problem(error):
+            raise ProfileError(problem) from None
         problem = " ".join(str(error).split("\n")[0].split())
         hint = " (quote a value with special characters: KEY='...')" if "input" in problem else ""
         raise ProfileError(f"{group}={name} {' '.join(overrides)}: {problem}{hint}") from None
@@ -84,16 +88,18 @@ def check_parses(group: str, override: str) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
+    from ..launch.command_line import key_problem, parse_problem
+
     given = prefixed(group, override)
     try:
         (parsed,) = OverridesParser.create().parse_overrides([given])
         problem = "several values (a sweep)" if parsed.is_sweep_override() else None
     except OverrideParseException as error:
-        from ..launch.command_line import parse_problem
-
         problem = f"not a valid override ({parse_problem(error)})"
+    key, _, value = given.partition("=")
+    if problem and (wrong := key_problem(given)):  # the key, not the value: quoting would not help
+        raise ProfileError(f"{wrong}. Fix: another name; an environment variable's starts with a letter or _")
     if problem:
-        key, _, value = given.partition("=")
         quoted = shlex.quote(f'{key}="{value}"') if '"' not in value else shlex.quote(f"{key}='{value}'")
         raise ProfileError(f"{given}: {problem}. Fix: quote the value, {quoted}")
 
