@@ -203,9 +203,12 @@ BAD_VALUES = [
     (["trainer.default_root_dir=/tmp/x"], "trainer.default_root_dir=/tmp/x: the run's own folder (${output_dir}), wh"),
     (["+trainer.default_root_dir=/tmp/x"], "+trainer.default_root_dir=/tmp/x: trainer.default_root_dir is already in"),
     # built without them: a traceback in the first step, once the run folder was made
-    (["model.net=null"], "model.net=null: the model needs the network it trains. Fix: leave model.net out"),
+    (["model.net=null"], "model.net=null: the model needs the network it trains, built from a _target_. Fix: leave"),
     (["model=autoencoder", "model.net=null"], "model.net=null: the model needs the network it trains"),
-    (["model.optimizer=null"], "model.optimizer=null: the model needs the optimizer that trains it. Fix: leave"),
+    (["model.optimizer=null"], "model.optimizer=null: the model needs the optimizer that trains it, built from a"),
+    # a traceback once the run's folder was made ("optimizer got an empty parameter list")
+    (["model.net=5"], "model.net=5: the model needs the network it trains, built from a _target_. Fix: leave"),
+    (["model.optimizer=adam"], "model.optimizer=adam: the model needs the optimizer that trains it, built from a"),
     (["model.net.num_classes=3"], "model.net.num_classes=3: the network's outputs are the model's classes (model.n"),
     # quoted as the fix for a value with special characters said, it became a folder named ~ in the project
     (["output_root=~/runs"], "output_root=~/runs: ~ means your home folder to a shell only (Hydra cannot read it th"),

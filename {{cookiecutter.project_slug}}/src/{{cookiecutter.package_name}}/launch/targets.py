@@ -13,7 +13,7 @@ import inspect
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from .errors import SetupError
-from .values import _int, shown
+from .values import _ABSENT, _int, shown
 
 
 def check_added_arguments(cfg, overrides: list[str]) -> None:
@@ -172,15 +172,16 @@ MODEL_PARTS = {"net": "the network it trains", "optimizer": "the optimizer that 
 
 
 def check_model_parts(cfg) -> None:
-    """model.net=null or model.optimizer=null: the model was built without it, and its first step
+    """model.net=null or model.optimizer=null (or 5): the model was built without it, and its first step
     met a traceback ("optimizer got an empty parameter list", "'NoneType' object is not callable")
     once the run folder was made."""
     model = OmegaConf.select(cfg, "model", default=None)
     for key, what in MODEL_PARTS.items():
-        if isinstance(model, DictConfig) and key in model and OmegaConf.select(model, key) is None:
+        part = OmegaConf.select(model, key) if isinstance(model, DictConfig) and key in model else _ABSENT
+        if part is not _ABSENT and not (isinstance(part, DictConfig) and "_target_" in part):  # model.net=5 too
             raise SetupError(
-                f"model.{key}=null: the model needs {what}. Fix: leave model.{key} out (the model config's), "
-                f"or model.{key}._target_=<module.Class> for one of your own"
+                f"model.{key}={shown(part)}: the model needs {what}, built from a _target_. Fix: leave model.{key} out "
+                f"(the model config's), or model.{key}._target_=<module.Class> for one of your own"
             )
 
 
