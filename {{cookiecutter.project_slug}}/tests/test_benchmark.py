@@ -228,7 +228,7 @@ def test_benchmark_refuses_no_processes(capsys):
     with pytest.raises(SystemExit) as stopped:
         main(["--processes=0"])  # before: ran one process, as if --processes 1
     assert stopped.value.code == 2
-    assert "--processes must be at least 1" in capsys.readouterr().err
+    assert "argument --processes: '0': a whole number >= 1" in capsys.readouterr().err  # the option named, alone
 
 
 # module, its arguments, a part of the one line it must print (exit 2, before any way trains)
@@ -246,6 +246,9 @@ BAD_OVERRIDES = [
     ("benchmark.overhead", [*ONE_STEP, "foo=1"], "ERROR: foo=1: no such key in the config"),
     ("benchmark.scaling", [*ONE_STEP, "--processes=1,2", "trainer.precision=17"], "ERROR: trainer.precision=17: one"),
     ("benchmark.epoch_end", ["--epochs=3", "data.batch_sise=16"], "ERROR: data.batch_sise=16: no such key"),
+    # a count below 1: the line named every option ("--warmup, --steps, --repeats and ... must be at least 1")
+    ("benchmark.overhead", [*ONE_STEP, "--batch-size=-1"], "ERROR: argument --batch-size: '-1': a whole number >= 1"),
+    ("benchmark.scaling", ["--steps=0"], "ERROR: argument --steps: '0': a whole number >= 1 (see python -m"),
     # What the benchmarks themselves cannot run (before: the plain loop waited forever for a batch;
     # tracebacks from every rank; a refusal after the plain way, or the first count, had trained)
     (

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from ..launch.command_line import checked_config, stop
-from ..launch.errors import OneLineParser, SetupError
+from ..launch.errors import OneLineParser, SetupError, count
 from .profile import check_output_paths
 from .report import Figures, print_report
 
@@ -32,10 +32,10 @@ WAYS = ("plain", "plain-step", "lightning")
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = OneLineParser(prog=f"python -m {__package__}", description=__doc__.split("\n\n")[1], allow_abbrev=False)
-    parser.add_argument("--processes", type=int, default=1, help="processes on this machine, started by torchrun")
-    parser.add_argument("--steps", type=int, default=100, help="timed steps per repeat (default 100)")
-    parser.add_argument("--warmup", type=int, default=10, help="untimed steps before them (default 10)")
-    parser.add_argument("--repeats", type=int, default=5, help="repeats of each way, interleaved (default 5)")
+    parser.add_argument("--processes", type=count, default=1, help="processes on this machine, started by torchrun")
+    parser.add_argument("--steps", type=count, default=100, help="timed steps per repeat (default 100)")
+    parser.add_argument("--warmup", type=count, default=10, help="untimed steps before them (default 10)")
+    parser.add_argument("--repeats", type=count, default=5, help="repeats of each way, interleaved (default 5)")
     parser.add_argument(
         "--ways",
         default="plain,lightning",
@@ -61,8 +61,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="config overrides: model=autoencoder data=mnist data.batch_size=256 trainer.precision=bf16-mixed",
     )
     args = parser.parse_args(argv)
-    if args.warmup < 1 or args.steps < 1 or args.repeats < 1 or args.processes < 1:
-        parser.error("--warmup, --steps, --repeats and --processes must be at least 1")
     ways = args.ways.split(",")
     unknown = set(ways) - set(WAYS)
     if unknown or len(set(ways)) < len(ways):

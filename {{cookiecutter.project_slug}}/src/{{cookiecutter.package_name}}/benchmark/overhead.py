@@ -47,7 +47,7 @@ from torch.nn import functional as F
 from ..data.memory import check_room
 from ..hook_costs import cuda_availability_cached
 from ..launch.command_line import stop
-from ..launch.errors import OneLineParser, SetupError
+from ..launch.errors import OneLineParser, SetupError, count
 from . import check_synthetic_data
 from .lightning_path import TimeSteps, timed_run
 from .measure import StepWindow
@@ -165,10 +165,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = OneLineParser(
         prog=f"python -m {__package__}.overhead", description=__doc__.split("\n\n")[1], allow_abbrev=False
     )
-    parser.add_argument("--steps", type=int, default=500, help="timed steps per repeat (default 500)")
-    parser.add_argument("--warmup", type=int, default=50, help="untimed steps before them (default 50)")
-    parser.add_argument("--repeats", type=int, default=5, help="repeats of each way, interleaved (default 5)")
-    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--steps", type=count, default=500, help="timed steps per repeat (default 500)")
+    parser.add_argument("--warmup", type=count, default=50, help="untimed steps before them (default 50)")
+    parser.add_argument("--repeats", type=count, default=5, help="repeats of each way, interleaved (default 5)")
+    parser.add_argument("--batch-size", type=count, default=128)
     counts = parser.add_mutually_exclusive_group()
     counts.add_argument(
         "--count-calls",
@@ -194,8 +194,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--verbose", action="store_true", help="keep Lightning's messages and warnings")
     parser.add_argument("overrides", nargs="*", help="config overrides of the project way, e.g. strategy=ddp")
     args = parser.parse_args(argv)
-    if args.warmup < 1 or args.steps < 1 or args.repeats < 1 or args.batch_size < 1:
-        parser.error("--warmup, --steps, --repeats and --batch-size must be at least 1")
     return args
 
 

@@ -13,16 +13,16 @@ import tempfile
 from pathlib import Path
 
 from ..launch.command_line import stop
-from ..launch.errors import OneLineParser, SetupError
+from ..launch.errors import OneLineParser, SetupError, count
 from .__main__ import check_processes
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = OneLineParser(prog=f"python -m {__package__}.scaling", description=__doc__.split("\n\n")[1])
     parser.add_argument("--processes", default="1,2", help="process counts to run, e.g. 1,2,4,8 (default 1,2)")
-    parser.add_argument("--steps", type=int, default=100)
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--steps", type=count, default=100)
+    parser.add_argument("--warmup", type=count, default=10)
+    parser.add_argument("--repeats", type=count, default=3)
     parser.add_argument("--way", choices=["lightning", "plain"], default="lightning")
     parser.add_argument("overrides", nargs="*", help="config overrides, as for the benchmark and train.py")
     args = parser.parse_args(argv)
@@ -30,8 +30,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if not all(count.isdigit() and int(count) >= 1 for count in counts):
         parser.error(f"--processes {args.processes}: whole numbers >= 1, separated by commas, e.g. --processes 1,2,4")
     args.processes = [int(count) for count in counts]
-    if args.warmup < 1 or args.steps < 1 or args.repeats < 1:
-        parser.error("--warmup, --steps and --repeats must be at least 1")
     return args
 
 

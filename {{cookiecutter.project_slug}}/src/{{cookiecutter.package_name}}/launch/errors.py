@@ -21,6 +21,13 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"ERROR: {message} (see {self.prog} --help)\n")
 
 
+def count(text: str) -> int:
+    """argparse's type for a count of steps, repeats, processes: a whole number >= 1 (argparse names the option)."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number >= 1")
+    return int(text)
+
+
 def refused_settings(error: Exception) -> str:
     """Hydra's report of a class of the config that refused its settings as it was built (before any
     training), `Error in call to target '...Trainer': TypeError('...') full_key: trainer`, as one line."""
