@@ -248,7 +248,7 @@ BAD_OVERRIDES = [
     ("benchmark.epoch_end", ["--epochs=3", "data.batch_sise=16"], "ERROR: data.batch_sise=16: no such key"),
     # a count below 1: the line named every option ("--warmup, --steps, --repeats and ... must be at least 1")
     ("benchmark.overhead", [*ONE_STEP, "--batch-size=-1"], "ERROR: argument --batch-size: '-1': a whole number >= 1"),
-    ("benchmark.scaling", ["--steps=0"], "ERROR: argument --steps: '0': a whole number >= 1 (see python -m"),
+    ("benchmark.scaling", ["--steps=0"], "ERROR: argument --steps: '0': a whole number >= 1. Fix: 1 or more"),
     # What the benchmarks themselves cannot run (before: the plain loop waited forever for a batch;
     # tracebacks from every rank; a refusal after the plain way, or the first count, had trained)
     (
