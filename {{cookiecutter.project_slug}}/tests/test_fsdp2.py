@@ -19,8 +19,9 @@ from tests.sharded import parameters_only
 def test_layers_the_model_lacks_are_named_before_anything_is_sharded():
     """strategy.instance.layers=[Nope] sharded nothing by layer, silently (each module whole)."""
     model = ImageClassifier(net=MnistCNN())
-    with pytest.raises(SetupError, match=r"layers=\[Nope,Conv2d\]: ImageClassifier has no module of class Nope \("):
-        shard(model, mesh=None, layers=("Nope", "Conv2d"))
+    # the network itself (MnistCNN) is sharded whole anyway: no layer of it
+    with pytest.raises(SetupError, match=r"layers=\[MnistCNN,Conv2d\]: ImageClassifier has no layer of class MnistCNN"):
+        shard(model, mesh=None, layers=("MnistCNN", "Conv2d"))
 
 
 def train_fsdp2(tmp_path, *overrides: str):

@@ -346,7 +346,7 @@ def test_resume_of_a_checkpoint_file_names_its_runs_folder(tmp_path, monkeypatch
     runs = r"^resume=\.: a folder of runs, not a run\. Fix: resume=<run_id>, one of: run$"
     with pytest.raises(SetupError, match=runs):
         resume_overrides(["resume=."])
-    nowhere = r"^resume=new/nowhere: no run was started there \(\S+ is missing\)\. Fix: resume=new/<run_id>, none"
+    nowhere = r"^resume=new/nowhere: no run was started there \(\S+ is missing\)\. Fix: a run's folder \(new holds"
     with pytest.raises(SetupError, match=nowhere):
         resume_overrides(["resume=new/nowhere"])
 

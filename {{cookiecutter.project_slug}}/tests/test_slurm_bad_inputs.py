@@ -83,10 +83,10 @@ BAD_INPUTS = [
     (["cluster=puhti", "cluster.slurm.container='singularity exec"], "cluster.slurm.container"),
     (["cluster=puhti", "--", "trainer.max_epochs=1\nrm -rf ~"], "one line"),
     # an environment variable's name and value (exported as "[1, 2]" or "None"; Hydra's bare "Error merging")
-    (["cluster=puhti", "+cluster.slurm.env.FOO=[1,2]"], "cluster.slurm.env.FOO=[1, 2]: one value, a string or a"),
+    (["cluster=puhti", "+cluster.slurm.env.FOO=[1,2]"], "cluster.slurm.env.FOO=[1, 2]: one value: a string, a"),
     (["cluster=puhti", "+cluster.slurm.env.FOO=null"], "~cluster.slurm.env.FOO leaves it out"),
     (["cluster=puhti", "+cluster.slurm.env.A-B=1"], "cluster.slurm.env.A-B=1: a variable's name: letters, digits"),
-    (["cluster=puhti", "+cluster.slurm.env.1A=x"], "cluster.slurm.env.1A is not a key Hydra reads (each part"),
+    (["cluster=puhti", "+cluster.slurm.env.1A=x"], "cluster.slurm.env.1A is not a key that Hydra's overrides can name"),
     (["cluster=puhti", "cluster.slurm.env=[a]"], "env=[a]: cluster.slurm.env holds keys of its own, not a list. Fix"),
     (["cluster=puhti", "cluster.slurm.modules={a:1}"], "cluster.slurm.modules is a list, not a mapping. Fix"),
     # train.py's overrides, checked as train.py will check them on the nodes (not after the queue)
@@ -238,6 +238,12 @@ def test_profile_values_reach_the_shell_as_text_not_commands(tmp_path, capsys):
     result = subprocess.run(["bash", "-c", shell], cwd=tmp_path, capture_output=True, text=True, env={"USER": "me"})
     assert result.returncode == 0, result.stderr
     assert result.stdout == "/tmp/me\n" and not list(tmp_path.iterdir())
+
+
+def test_an_env_value_of_true_is_exported_as_yaml_wrote_it(capsys):
+    """Python's str() exported it as "True"."""
+    text = render(["cluster=puhti", "+cluster.slurm.env.WANDB_SILENT=true", "+cluster.slurm.env.N=2"], capsys)
+    assert 'export WANDB_SILENT="true"' in text and 'export N="2"' in text
 
 
 @pytest.mark.parametrize("cluster", ["puhti", "mahti"])

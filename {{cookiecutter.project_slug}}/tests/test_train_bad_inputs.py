@@ -87,7 +87,7 @@ BAD_VALUES = [
     # Hydra said only "Error merging override ..." (the line began "ERROR: : "), or to quote the value
     (["model.net=[1]"], "model.net=[1]: model.net holds keys of its own, not a list. Fix: set them one at a time"),
     (["data=synthetic", "data.image_shape={a:1}"], "image_shape is a list, not a mapping. Fix: data.image_shape=["),
-    (["+model.1a=1"], "+model.1a=1: model.1a is not a key Hydra reads (each part starts with a letter or _"),
+    (["+model.1a=1"], "+model.1a=1: model.1a is not a key that Hydra's overrides can name (such as a.b_c"),
     (["seed=abc"], "seed=abc: an integer"),
     (["run_id="], "run_id='': a folder name without /"),
     (["run_id=../elsewhere"], "run_id=../elsewhere: a folder name without /"),
@@ -287,7 +287,22 @@ def test_right_values_pass(capsys, tmp_path, clean_env):
     half = ["trainer.precision=16-true", "+model.optimizer.eps=1e-4"]  # float16 holds it
     check_command_line([*half, f"output_root={tmp_path}"])
     check_command_line([half[0], "model.optimizer._target_=torch.optim.SGD", f"output_root={tmp_path}"])  # no eps
+    # Hydra's runtime values, which exist only once Hydra runs (the folders it makes are noted before)
+    check_command_line(["hydra.run.dir=outputs/${hydra:job.name}", f"output_root={tmp_path}"])
     assert capsys.readouterr().err == ""
+
+
+def test_a_model_of_ones_own_may_take_its_parts_as_other_values():
+    """model.net=5 is refused for the project's models, which build it from a _target_; not for others."""
+    from omegaconf import OmegaConf
+
+    from {{ cookiecutter.package_name }}.launch.targets import check_model_parts
+
+    own = {"_target_": "my_models.Net", "net": "resnet18", "optimizer": {"name": "adam", "lr": 1e-3}}
+    check_model_parts(OmegaConf.create({"model": own}))
+    ours = {**own, "_target_": "{{ cookiecutter.package_name }}.models.classifier.ImageClassifier"}
+    with pytest.raises(SetupError, match=r"^model.net=resnet18: the model needs the network it trains, built from"):
+        check_model_parts(OmegaConf.create({"model": ours}))
 
 
 def test_shell_completion_installs_and_completes(tmp_path, clean_env):
@@ -449,13 +464,14 @@ def test_a_synthetic_set_larger_than_memory_stops_with_one_line(monkeypatch):
 
 def test_train_py_refuses_a_synthetic_set_larger_than_memory_before_any_file(tmp_path):
     overrides = ["data=synthetic", "data.num_samples=1000000000000", "trainer.accelerator=cpu"]
-    overrides.append(f"output_root={tmp_path / 'new' / 'runs'}")  # folders made for it go too
+    (tmp_path / "kept").mkdir()  # the folders made for it go too; one that was there stays
+    overrides.append(f"output_root={tmp_path / 'kept' / 'new' / '..' / 'new' / 'runs'}")
     command = [sys.executable, str(PROJECT / "train.py"), *overrides]
     result = subprocess.run(command, cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 2, result.stderr
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("ERROR")]
     assert line.startswith("ERROR: data.num_samples=1000000000000: about ") and "Traceback" not in result.stderr
-    assert not list(tmp_path.iterdir()), "a refused run left files"
+    assert list(tmp_path.rglob("*")) == [tmp_path / "kept"], "a refused run left files"
 
 
 def test_adamw_in_float16_needs_the_eps_that_the_check_asks_for():

@@ -74,10 +74,7 @@ def key_problem(override: str) -> str | None:
     try:
         OverridesParser.create().parse_overrides([f"{key}=x"])
     except OverrideParseException:
-        return (
-            f"{override}: {key.lstrip('+~')} is not a key Hydra reads (each part starts with a letter or _, then "
-            "letters, digits, _ or -)"
-        )
+        return f"{override}: {key.lstrip('+~')} is not a key that Hydra's overrides can name (such as a.b_c, a.0)"
     return None
 
 
@@ -171,6 +168,8 @@ def check_shell_completion(overrides: list[str]) -> None:
 
 def check_overrides(overrides: list[str], multirun: bool = False) -> None:
     """Raise SetupError (one line) if a job these overrides make has a wrong choice, key or value."""
+    from omegaconf import OmegaConf
+
     register_resolvers()  # the configs' ${default_run_id:} etc. (train.py registers them anyway)
     if "hydra/launcher=submitit_slurm" in overrides:  # the plugin's own config, which Hydra lists too
         raise SetupError(
@@ -186,8 +185,11 @@ def check_overrides(overrides: list[str], multirun: bool = False) -> None:
     if on_slurm:  # before composing: hydra.launcher.additional_parameters.qos=... is no key there
         check_launcher_overrides(overrides)
     points = [_checked(job) for job in jobs]
-    for point in points[:1]:  # the folders Hydra will make: a start refused later removes them again
-        note_new_parents(point.hydra.sweep.dir if multirun else point.hydra.run.dir)
+    folder = points and OmegaConf.select(
+        points[0], f"hydra.{'sweep' if multirun else 'run'}.dir", throw_on_resolution_failure=False
+    )  # None where it reads Hydra's runtime values (${hydra:job.name}), which exist only once Hydra runs
+    if folder:  # the folders Hydra will make: a start refused later removes them again
+        note_new_parents(folder)
     if multirun:
         check_sweep_folders(jobs, points[0])
     if on_slurm:  # each point's job, as Slurm will judge it (else a traceback at submission)
@@ -261,7 +263,7 @@ def _jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
             reason = parse_problem(error)
             key, _, value = override.partition("=")
             if wrong := key_problem(override):
-                raise SetupError(f"{wrong}. Fix: the key as `python train.py --cfg job` lists it") from None
+                raise SetupError(f"{wrong}. Fix: a name of letters, digits and _ that begins with a letter") from None
             if value.startswith("~"):  # quoted, as the fix below says, it became a folder named ~ in the project
                 raise SetupError(home_sign(key, value)) from None
             quoted = f"'{key}=\"{value}\"'" if value and '"' not in value else "'key=\"a b\"'"

@@ -23,7 +23,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 def count(text: str) -> int:
     """argparse's type for a count of steps, repeats, processes: a whole number >= 1 (argparse names the option)."""
-    if not text.strip().isdigit() or int(text) < 1:
+    if not text.strip().isdecimal() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: a whole number >= 1. Fix: 1 or more, or leave it out")
     return int(text)
 

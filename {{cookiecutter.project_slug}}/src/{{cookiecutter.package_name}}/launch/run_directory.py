@@ -95,14 +95,17 @@ def resume_overrides(argv: list[str]) -> list[str]:
         run = shown(runs[0])
         start_from = f", or a new run from this checkpoint: ckpt_path={run_dir}" if run_dir.is_file() else ""
         raise SetupError(f"resume={run_dir}: inside the run {run}, not its folder. Fix: resume={run}{start_from}")
-    if not records and (inside := _runs_with_checkpoints(run_dir)) != "none":  # output_root itself
-        raise SetupError(f"resume={run_dir}: a folder of runs, not a run. Fix: resume={_in(run_dir)}, one of: {inside}")
+    if not records and (inside := _runs_with_checkpoints(run_dir)):  # output_root itself
+        raise SetupError(
+            f"resume={run_dir}: a folder of runs, not a run. Fix: resume={_in(run_dir)}, one of: {', '.join(inside)}"
+        )
     if not records:
         listed = _runs_with_checkpoints(run_dir.parent)
-        raise SetupError(
-            f"resume={run_dir}: no run was started there ({run_dir / '.hydra' / 'overrides.yaml'} is missing). "
-            f"Fix: resume={_in(run_dir.parent)}, " + (f"one of: {listed}" if listed != "none" else "none there has one")
-        )
+        fix = f"resume={_in(run_dir.parent)}, one of: {', '.join(listed)}"
+        if not listed:
+            fix = f"a run's folder ({shown(run_dir.parent)} holds none with checkpoints), or a new run without resume="
+        missing = run_dir / ".hydra" / "overrides.yaml"
+        raise SetupError(f"resume={run_dir}: no run was started there ({missing} is missing). Fix: {fix}")
     new = [arg for arg in argv if not arg.startswith("resume=")]
     mine = {"run_id", "output_root", "ckpt_path"}
     replaced = {_key(arg) for arg in new if "=" in arg or arg.startswith("~")} | mine
@@ -187,11 +190,11 @@ def _in(output_root: Path) -> str:
     return "<run_id>" if shown(output_root) == "." else f"{shown(output_root)}/<run_id>"
 
 
-def _runs_with_checkpoints(output_root: Path) -> str:
+def _runs_with_checkpoints(output_root: Path) -> list[str]:
+    """The names of the runs in output_root that hold checkpoints, the last 10 by name."""
     from ..callbacks.checkpoints import run_checkpoints
 
-    runs = sorted(p.name for p in output_root.glob("*") if p.is_dir() and run_checkpoints(p))
-    return ", ".join(runs[-10:]) if runs else "none"
+    return sorted(p.name for p in output_root.glob("*") if p.is_dir() and run_checkpoints(p))[-10:]
 
 
 def this_start_subdir() -> str | None:
@@ -204,17 +207,20 @@ def this_start_subdir() -> str | None:
 def note_new_parents(folder: str | os.PathLike) -> None:
     """Before Hydra makes the run's folder: which folders above it (output_root=new/runs) it makes
     too, so that a start refused later removes them with the run's folder."""
-    path = Path(folder).expanduser().absolute()
+    path = Path(os.path.abspath(folder))  # new/../x is x: noted as new only if x is
     while not path.exists() and path != path.parent:
         _made_parents.add(path)
         path = path.parent
 
 
 def _remove_made_parents(folder: Path) -> None:
-    for parent in folder.absolute().parents:
-        if parent not in _made_parents or not parent.is_dir() or any(parent.iterdir()):
+    for parent in Path(os.path.abspath(folder)).parents:
+        if parent not in _made_parents:
             return
-        parent.rmdir()
+        try:
+            parent.rmdir()  # only an empty folder
+        except OSError:  # it holds something (another start's run), or another start removed it meanwhile
+            return
 
 
 def discard_refused_start(run_dir: str | os.PathLike) -> None:
@@ -306,7 +312,7 @@ def checkpoint_to_resume(ckpt_path: str | None, run_dir: Path, subdir: str | Non
     elif ckpt_path == "last" and not newest and not restarted():
         problem = (
             f"ckpt_path=last, but {shown(run_dir)} holds no checkpoint to resume. Runs with checkpoints in "
-            f"{shown(run_dir.parent)}: {_runs_with_checkpoints(run_dir.parent)}. "
+            f"{shown(run_dir.parent)}: {', '.join(_runs_with_checkpoints(run_dir.parent)) or 'none'}. "
             "Fix: resume=<one of those folders>, or drop ckpt_path=last to start fresh"
         )
     elif ckpt_path in (None, "last") and newest and newest[1] < 0 and newest[0].is_file():  # (None: a requeue)

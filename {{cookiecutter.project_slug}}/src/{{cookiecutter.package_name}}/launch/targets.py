@@ -45,27 +45,32 @@ def check_added_arguments(cfg, overrides: list[str]) -> None:
 
 
 # What the run hands a config node's object to takes only this kind of object: the Lightning
-# class it must derive from, what it is for, and the configs' own choices.
+# class it must derive from, and what it is for.
 ROLES = {
-    "model": ("LightningModule", "what the Trainer trains", "model=cnn or model=autoencoder, or "),
-    "data": ("LightningDataModule", "what the Trainer takes its batches from", "data=mnist or data=synthetic, or "),
-    "logger": ("Logger", "what the Trainer logs to", "logger=csv, logger=tensorboard or logger=wandb, or "),
-    "callbacks": ("Callback", "what the Trainer calls at each step", "a class of pytorch_lightning.callbacks, or "),
+    "model": ("LightningModule", "what the Trainer trains"),
+    "data": ("LightningDataModule", "what the Trainer takes its batches from"),
+    "logger": ("Logger", "what the Trainer logs to"),
+    "callbacks": ("Callback", "what the Trainer calls at each step"),
 }
+LIGHTNING = ("pytorch_lightning.", "lightning.")
 
 
 def _check_role(parent: str, target: str) -> None:
     """A `_target_` that builds another kind of object (model._target_=torch.nn.Linear) met
     Hydra's report on the model's own keys, or Lightning's TypeError once the run had started."""
-    role = ROLES.get("callbacks" if parent.startswith("callbacks.") else parent)
+    from .command_line import choices
+
+    group = "callbacks" if parent.startswith("callbacks.") else parent
     built = _locate(target)
-    if role is None or not inspect.isclass(built):  # a function that builds one: the run will say
+    if group not in ROLES or not inspect.isclass(built):  # a function that builds one: the run will say
         return
-    base, what, choices = role
-    lightning = ("pytorch_lightning.", "lightning.")
-    if not any(cls.__name__ == base and cls.__module__.startswith(lightning) for cls in inspect.getmro(built)):
+    base, what = ROLES[group]
+    if not any(cls.__name__ == base and cls.__module__.startswith(LIGHTNING) for cls in inspect.getmro(built)):
+        configs = " or ".join(f"{group}={name}" for name in choices(group)) if group != "callbacks" else ""
         raise SetupError(
-            f"{parent}._target_={target}: not a {base} ({what}). Fix: {choices}the dotted path of a {base} of your own"
+            f"{parent}._target_={target}: not a {base} ({what}). Fix: "
+            + (f"{configs}, or " if configs else "a class of pytorch_lightning.callbacks, or ")
+            + f"the dotted path of a {base} of your own"
         )
 
 
@@ -111,7 +116,7 @@ PASSED_ON = {
 
 def _passed_on(built) -> list[str] | None:
     """The keyword arguments of what `built` hands its **kwargs to; None where unknown (any is taken)."""
-    if not str(getattr(built, "__module__", "")).startswith(("pytorch_lightning.", "lightning.")):
+    if not str(getattr(built, "__module__", "")).startswith(LIGHTNING):
         return None
     targets, set_by_logger = PASSED_ON.get(getattr(built, "__name__", ""), ((), set()))
     for target in targets:
@@ -168,6 +173,7 @@ def check_optimizer_precision(cfg, overrides: list[str]) -> None:
         )
 
 
+PACKAGE = __package__.split(".")[0]
 MODEL_PARTS = {"net": "the network it trains", "optimizer": "the optimizer that trains it"}
 
 
@@ -176,9 +182,11 @@ def check_model_parts(cfg) -> None:
     met a traceback ("optimizer got an empty parameter list", "'NoneType' object is not callable")
     once the run folder was made."""
     model = OmegaConf.select(cfg, "model", default=None)
+    # The project's models build both parts from a node with _target_; a model of one's own may take other values.
+    ours = isinstance(model, DictConfig) and str(model.get("_target_")).startswith(f"{PACKAGE}.models.")
     for key, what in MODEL_PARTS.items():
         part = OmegaConf.select(model, key) if isinstance(model, DictConfig) and key in model else _ABSENT
-        if part is not _ABSENT and not (isinstance(part, DictConfig) and "_target_" in part):  # model.net=5 too
+        if part is None or (ours and part is not _ABSENT and not (isinstance(part, DictConfig) and "_target_" in part)):
             raise SetupError(
                 f"model.{key}={shown(part)}: the model needs {what}, built from a _target_. Fix: leave model.{key} out "
                 f"(the model config's), or model.{key}._target_=<module.Class> for one of your own"

@@ -261,7 +261,7 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     row("strategy.instance.stage", one_of(0, 1, 2, 3), "0, 1, 2 or 3 (ZeRO's stage)", 2),
     row("strategy.instance.offload_optimizer", boolean, "true or false", "true"),
     row("strategy.instance.offload_parameters", boolean, "true or false", "true"),
-    row("strategy.instance.layers", optional(names), "null (every module with parameters) or class names", "[Block]"),
+    row("strategy.instance.layers", optional(names), "null (every module with parameters) or class names", "null"),
     row("callbacks.progress_bar.show", names, "a list of logged metric names", "[train/loss]"),
     row("callbacks.progress_bar.every_n_steps", positive_int, "an integer >= 1", 20),
     row("callbacks.last_checkpoint.every_n_epochs", positive_int, "an integer >= 1 (1: every epoch)", 10),

@@ -49,8 +49,9 @@ def shell_word(value) -> str:
 
 
 def in_double_quotes(value) -> str:
-    """Text for inside "...": $VARIABLES expand; $(...), backquotes, quotes and backslashes do not."""
-    parts = VARIABLE.split(str(value))  # odd indexes: the variables
+    """Text for inside "...": $VARIABLES expand; $(...), backquotes, quotes and backslashes do not.
+    YAML's true is "true" (not Python's "True")."""
+    parts = VARIABLE.split(str(value).lower() if isinstance(value, bool) else str(value))  # odd indexes: variables
     return "".join(part if i % 2 else re.sub(r'([\\"`$])', r"\\\1", part) for i, part in enumerate(parts))
 
 
@@ -134,12 +135,11 @@ def check_profile(cluster: dict) -> None:
                 value,
                 f"a variable's name: letters, digits and _, not a digit first {where}",
             )
-        if not isinstance(value, str | int | float) or isinstance(value, bool):  # exported as "[1, 2]", "None", "True"
+        if not isinstance(value, str | int | float):  # exported as "[1, 2]", "None"; true as true
             raise refuse(
                 f"cluster.slurm.env.{name}",
-                yaml.safe_dump(value, default_flow_style=True).splitlines()[0],  # as typed: null, true, [1, 2]
-                f"one value, a string or a number (quoted for a word such as 'true'; ~cluster.slurm.env.{name} leaves "
-                f"it out) {where}",
+                yaml.safe_dump(value, default_flow_style=True).splitlines()[0],  # as typed: null, [1, 2]
+                f"one value: a string, a number, true or false (~cluster.slurm.env.{name} leaves it out) {where}",
             )
     check_sbatch_extras(slurm.get("sbatch"), where)
     scratch = slurm.get("local_scratch")

@@ -58,10 +58,11 @@ def shard(module: pl.LightningModule, mesh, layers: tuple[str, ...] | None) -> N
             f"strategy=fsdp2 shards the model's submodules, but {type(module).__name__} holds parameters "
             f"itself ({', '.join(names)}). Fix: move them into a submodule (e.g. an nn.Module attribute)"
         )
-    if layers is not None and (missing := [name for name in layers if name not in _classes(module)]):
+    layered = _layer_classes(module)
+    if layers is not None and (missing := [name for name in layers if name not in layered]):
         raise SetupError(
-            f"strategy.instance.layers=[{','.join(layers)}]: {type(module).__name__} has no module of class "
-            f"{', '.join(missing)} (it has {', '.join(sorted(_classes(module)))}). Fix: class names from those, "
+            f"strategy.instance.layers=[{','.join(layers)}]: {type(module).__name__} has no layer of class "
+            f"{', '.join(missing)} (its layers: {', '.join(sorted(layered))}). Fix: class names from those, "
             "or strategy.instance.layers=null (every module with parameters)"
         )
     for child in module.children():
@@ -73,8 +74,10 @@ def shard(module: pl.LightningModule, mesh, layers: tuple[str, ...] | None) -> N
         fully_shard(child, mesh=mesh)
 
 
-def _classes(module: nn.Module) -> set[str]:
-    return {type(part).__name__ for part in module.modules()}
+def _layer_classes(module: pl.LightningModule) -> set[str]:
+    """The classes of the modules that shard() may shard one by one: those below each submodule with parameters."""
+    children = [child for child in module.children() if any(True for _ in child.parameters())]
+    return {type(layer).__name__ for child in children for layer in list(child.modules())[1:]}
 
 
 def _is_layer(module: nn.Module, layers: tuple[str, ...] | None) -> bool:
