@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: the template's own tests, then the default bake's own suite, run directly so
-# that its summary (counts, skip reasons, slowest tests) shows. Extra arguments go to both runs.
+# that its summary (counts, skip reasons, slowest tests) shows. Extra arguments go to both.
 # Exits non-zero when either run fails or runs no test (pytest's exit 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +23,22 @@ bash tools/setup-deepspeed-horovod.sh
 rm -rf build/test
 cookiecutter . --no-input --output-dir build/test
 generated=0
-(cd build/test/mnist-ddp && python -m pytest -ra --durations=15 "$@") || generated=$?
+cd build/test/mnist-ddp
+if (($#)); then # tests chosen by the arguments: one run
+  python -m pytest -ra --durations=15 "$@" || generated=$?
+else
+  # Two runs side by side: the tests that submit jobs to the local Slurm (-m slurm) mostly wait
+  # (for Slurm, a signal, a job's slowed steps) and took half of the suite's time, the machine's
+  # cores mostly idle meanwhile. Their report follows the other run's.
+  slurm_log=$(mktemp)
+  python -m pytest -ra --durations=15 -m slurm -p no:cacheprovider --basetemp="$(mktemp -d)" >"$slurm_log" 2>&1 &
+  slurm_run=$!
+  python -m pytest -ra --durations=15 -m "not slurm" || generated=$?
+  slurm=0
+  wait "$slurm_run" || slurm=$?
+  echo "test: the Slurm tests (pytest -m slurm), run beside the others, exit $slurm:"
+  cat "$slurm_log"
+  generated=$((generated ? generated : slurm))
+fi
 echo "test: template tests exit $template, generated project's tests exit $generated"
 exit $((template ? template : generated))

@@ -27,6 +27,13 @@ def _install_with_apt(package: str) -> str | None:
     return None
 
 
+def pytest_collection_modifyitems(items):
+    """Every test that uses the local Slurm is marked slurm (`-m "not slurm"` starts none)."""
+    for item in items:
+        if "local_slurm" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slurm)
+
+
 @pytest.fixture(scope="session")
 def shellcheck() -> str:
     if shutil.which("shellcheck") is None:
