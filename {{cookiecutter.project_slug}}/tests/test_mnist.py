@@ -123,7 +123,7 @@ def test_offline_download_explains_the_fix_and_leaves_no_empty_folders(tmp_path,
     with pytest.raises(MNISTNotFoundError, match="(?s)Network is unreachable.*no internet") as error:
         MNISTDataModule(root=str(root), download=True).prepare_data()
     assert not root.exists()
-    assert f"run `python -m {{ cookiecutter.package_name }}.data.mnist '{root}'`" in str(error.value)  # a command to paste
+    assert f"run `python -m {MNISTDataModule.__module__} '{root}'`" in str(error.value)  # a command to paste
 
 
 def test_the_download_command_names_a_file_that_is_there_but_not_whole(tmp_path, capsys):
