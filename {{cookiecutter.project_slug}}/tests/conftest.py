@@ -28,10 +28,12 @@ def _install_with_apt(package: str) -> str | None:
 
 
 def pytest_collection_modifyitems(items):
-    """Every test that uses the local Slurm is marked slurm (`-m "not slurm"` starts none)."""
+    """Every test that uses the local Slurm is marked slurm and slow: `-m "not slurm"` and
+    `-m "not slow"` start no Slurm (the sweeps' Slurm tests lacked both marks)."""
     for item in items:
         if "local_slurm" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slurm)
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
