@@ -27,9 +27,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("overrides", nargs="*", help="config overrides, as for the benchmark and train.py")
     args = parser.parse_args(argv)
     counts = args.processes.split(",")
-    if not all(count.isdigit() and int(count) >= 1 for count in counts):
+    if not all(part.isdigit() and int(part) >= 1 for part in counts):
         parser.error(f"--processes {args.processes}: whole numbers >= 1, separated by commas, e.g. --processes 1,2,4")
-    args.processes = [int(count) for count in counts]
+    args.processes = [int(part) for part in counts]
     return args
 
 

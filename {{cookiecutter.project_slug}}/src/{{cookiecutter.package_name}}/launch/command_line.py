@@ -362,11 +362,11 @@ def _unknown_choice(error, overrides: list[str]) -> str:
 
 
 def _bad_key(error, overrides: list[str]) -> str:
+    if problem := merge_problem(error):
+        return problem
     message = one_line(str(error))
     match = re.search(r"'([^']+)'|Multiple values for (\S+)\.", message)
     key = next((group for group in match.groups() if group), "") if match else ""
-    if problem := merge_problem(error):
-        return problem
     merging = re.fullmatch(r"Error merging override (\+[^+]\S*)", message)
     if not key and merging:  # +key of a key whose value refers to Hydra's (${output_dir}): no more said
         given = merging[1]

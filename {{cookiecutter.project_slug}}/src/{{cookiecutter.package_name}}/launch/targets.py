@@ -185,8 +185,9 @@ def check_model_parts(cfg) -> None:
     # The project's models build both parts from a node with _target_; a model of one's own may take other values.
     ours = isinstance(model, DictConfig) and str(model.get("_target_")).startswith(f"{PACKAGE}.models.")
     for key, what in MODEL_PARTS.items():
-        part = OmegaConf.select(model, key) if isinstance(model, DictConfig) and key in model else _ABSENT
-        if part is None or (ours and part is not _ABSENT and not (isinstance(part, DictConfig) and "_target_" in part)):
+        part = OmegaConf.select(model, key, default=_ABSENT) if isinstance(model, DictConfig) else _ABSENT
+        built = isinstance(part, DictConfig) and "_target_" in part
+        if part is None or (ours and part is not _ABSENT and not built):
             raise SetupError(
                 f"model.{key}={shown(part)}: the model needs {what}, built from a _target_. Fix: leave model.{key} out "
                 f"(the model config's), or model.{key}._target_=<module.Class> for one of your own"
