@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: the template's own tests, then the default bake's own suite, run directly so
 # that its summary (counts, skip reasons, slowest tests) shows. Extra arguments go to both.
-# Exits non-zero when either run fails or runs no test (pytest's exit 5).
+# Exits non-zero when any run fails or runs no test (pytest's exit 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
