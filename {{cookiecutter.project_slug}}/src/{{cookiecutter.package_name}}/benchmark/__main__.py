@@ -20,11 +20,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 from ..launch.command_line import checked_config, stop
 from ..launch.errors import OneLineParser, SetupError, count
-from .profile import check_output_paths
+from .profile import add_output_options, check_output_paths
 from .report import Figures, print_report
 
 WAYS = ("plain", "plain-step", "lightning")
@@ -47,13 +46,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
         help="torch.compile both ways in this mode (reduce-overhead: CUDA graphs)",
     )
-    parser.add_argument("--json", type=Path, help="also write the figures to this file")
-    parser.add_argument(
-        "--profile",
-        type=Path,
-        metavar="DIR",
-        help="then run each way once more under cProfile: where each spends its time per step, into DIR (profile.py)",
-    )
+    add_output_options(parser)
     parser.add_argument("--verbose", action="store_true", help="keep Lightning's messages")
     parser.add_argument(
         "overrides",

@@ -35,7 +35,6 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
@@ -52,7 +51,7 @@ from . import check_synthetic_data
 from .lightning_path import TimeSteps, timed_run
 from .measure import StepWindow
 from .plain import train_loader
-from .profile import check_output_paths, write_profiles
+from .profile import add_output_options, check_output_paths, write_profiles
 
 WAYS = ("plain", "bare", "project", "data")
 ADDED = ("bare-plain", "project-bare", "project-bare-data")  # "project-bare-data": project - bare - data
@@ -184,13 +183,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         const="ops",
         help="count the torch operators per step instead of timing (on a GPU, about one kernel launch each)",
     )
-    parser.add_argument("--json", type=Path, help="also write the figures to this file")
-    parser.add_argument(
-        "--profile",
-        type=Path,
-        metavar="DIR",
-        help="then run each way once more under cProfile: where each spends its time per step, into DIR (profile.py)",
-    )
+    add_output_options(parser)
     parser.add_argument("--verbose", action="store_true", help="keep Lightning's messages and warnings")
     parser.add_argument("overrides", nargs="*", help="config overrides of the project way, e.g. strategy=ddp")
     args = parser.parse_args(argv)

@@ -13,6 +13,7 @@ than the timed ones, most of all for ways with many small calls: compare the row
 totals with the benchmark's. The profiled repeat is not among the timed figures.
 """
 
+import argparse
 import cProfile
 import pstats
 from pathlib import Path
@@ -21,6 +22,17 @@ from ..launch.errors import SetupError
 from ..launch.paths import unwritable
 
 TOP = 40  # rows per table
+
+
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    """--json and --profile, which check_output_paths checks before anything runs."""
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="then run each way once more under cProfile: where each spends its time per step, into DIR (profile.py)",
+    )
 
 
 def check_output_paths(profile: Path | None, json_file: Path | None) -> None:
