@@ -375,7 +375,7 @@ def _bad_key(error, overrides: list[str]) -> str:
     if "already at" in message or "Multiple values for" in message:
         return f"{given}: {key} is already in the config. Fix: {given.lstrip('+')} (without +)"
     if "does not exist" in message or "Could not override" in message:
-        return _no_such_key(key, given, overrides)
+        return _not_in_mapping(error, key, given, overrides) or _no_such_key(key, given, overrides)
     if "Ambiguous value for argument" in message:  # a,b without -m
         key, _, value = given.lstrip("+~").partition("=")
         return (
@@ -383,6 +383,20 @@ def _bad_key(error, overrides: list[str]) -> str:
             f"(quoted) for text with a comma, {key}=[{value}] for a list, or -m to sweep"
         )
     return f"{given}: {message}"
+
+
+def _not_in_mapping(error, key: str, given: str, overrides: list[str]) -> str | None:
+    """`model.net={b:1}`: Hydra "could not override model.net", which is there; the key it lacks is
+    model.net.b (its cause says). None where the key given is the one missing."""
+    missing = re.search(r"full_key: (\S+)", one_line(str(error.__cause__ or "")))
+    if not missing or not missing[1].startswith(f"{key}."):
+        return None
+    keys, _ = _config_keys([override for override in overrides if _chooses_group(override)])
+    has = [name.removeprefix(f"{key}.") for name in keys if name.rpartition(".")[0] == key]
+    return (
+        f"{given}: {key} has no key {missing[1].removeprefix(f'{key}.')} (it has {', '.join(has) or 'none'}). "
+        f"Fix: set one of its keys, {key}.<key>=<value>, or add one with +{missing[1]}=<value>"
+    )
 
 
 def _no_such_key(key: str, given: str, overrides: list[str]) -> str:

@@ -4,6 +4,7 @@ the same files, defaults lists and ${...} interpolations that train.py composes.
 import fnmatch
 import functools
 import os
+import re
 import shlex
 import socket
 import sys
@@ -52,6 +53,7 @@ def load(group: str, name: str, configs: Path = CONFIGS, overrides: list[str] = 
         raise ProfileError(f"{group}={name} does not exist; choose one of: {', '.join(offered)}. Fix: {fix}")
     for override in overrides:
         check_parses(group, override)
+    config = None
     try:
         config = composed(configs, (f"+{group}={name}",), files(configs, group))[group]
         for override in overrides:
@@ -65,6 +67,10 @@ def load(group: str, name: str, configs: Path = CONFIGS, overrides: list[str] = 
 
         if problem := merge_problem(error):
             raise ProfileError(problem) from None
+        missing = re.search(r"full_key: (\S+)", " ".join(str(error.__cause__ or "").split()))
+        if missing and config is not None and "Could not override" in str(error):  # K={a: 1}: K.a is not there
+            given = [prefixed(group, o) for o in overrides if missing[1].startswith(f"{group}.{key_of(o)}.")]
+            check_key(group, config, f"{missing[1].removeprefix(f'{group}.')}=", given=" ".join(given))
         problem = " ".join(str(error).split("\n")[0].split())
         hint = " (quote a value with special characters: KEY='...')" if "input" in problem else ""
         raise ProfileError(f"{group}={name} {' '.join(overrides)}: {problem}{hint}") from None
@@ -104,19 +110,25 @@ def check_parses(group: str, override: str) -> None:
         raise ProfileError(f"{given}: {problem}. Fix: quote the value, {quoted}")
 
 
-def check_key(group: str, config, override: str) -> None:
-    """KEY=VALUE must name a key of the profile: a typo would otherwise be ignored."""
+def check_key(group: str, config, override: str, given: str = "") -> None:
+    """KEY=VALUE must name a key of the profile: a typo would otherwise be ignored. `given`: the
+    override that named it, where that is another (KEY={a: 1} names KEY.a)."""
     key = override.split("=")[0]
     if key.startswith(("+", "~")) or OmegaConf.select(config, key, default=KeyError) is not KeyError:
         return
     parent = OmegaConf.select(config, key.rpartition(".")[0]) if "." in key else config
     known = ", ".join(parent) if OmegaConf.is_dict(parent) else "none"
-    raise ProfileError(f"{group}.{key}: no such key; known here: {known} (+{group}.{key}=... adds it)")
+    said = f"{given}: " if given else ""
+    raise ProfileError(f"{said}{group}.{key}: no such key; known here: {known} (+{group}.{key}=... adds it)")
 
 
 def override_sign(override: str) -> str:
     """Hydra's +, ++ or ~ before an override's key ("" for none)."""
     return override[: len(override) - len(override.lstrip("+~"))]
+
+
+def key_of(override: str) -> str:
+    return override.removeprefix(override_sign(override)).split("=")[0]
 
 
 def prefixed(group: str, override: str) -> str:
