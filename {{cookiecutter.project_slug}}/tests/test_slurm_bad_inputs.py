@@ -89,6 +89,9 @@ BAD_INPUTS = [
     (["cluster=puhti", "+cluster.slurm.env.1A=x"], "cluster.slurm.env.1A is not a key that Hydra's overrides can name"),
     (["cluster=puhti", "cluster.slurm.env=[a]"], "env=[a]: cluster.slurm.env holds keys of its own, not a list. Fix"),
     (["cluster=puhti", "cluster.slurm.modules={a:1}"], "cluster.slurm.modules is a list, not a mapping. Fix"),
+    # the key inside a mapping whose kind does not fit: it blamed cluster.slurm, "not a list"
+    (["cluster=puhti", "cluster.slurm={modules:{a:1}}"], "cluster.slurm.modules is a list, not a mapping. Fix"),
+    (["cluster=puhti", "cluster.slurm={time:1,env:[1]}"], "cluster.slurm.env holds keys of its own, not a list"),
     # a mapping with a key the profile lacks: "Could not override 'cluster.slurm'", no fix
     (["cluster=puhti", "cluster.slurm={x:1}"], "cluster.slurm={x:1}: cluster.slurm.x: no such key; known here: acc"),
     (["cluster=puhti", "cluster.slurm.env={FOO:1}"], "env.FOO: no such key; known here: NCCL_DEBUG (+cluster.slurm"),

@@ -89,6 +89,9 @@ BAD_VALUES = [
     # a mapping for a mapping that lacks one of its keys: it said "model=cnn has no key net"
     (["model.net={b:1}"], "model.net={b:1}: model.net has no key b (it has _target_, num_classes, image_shape). Fix: "),
     (["trainer={b:[1]}"], "trainer={b:[1]}: trainer has no key b (it has "),
+    (["model={net:{x:1}}"], "model={net:{x:1}}: model.net has no key x (it has _target_, num_classes, image_shape)"),
+    (["data=synthetic", "data={image_shape:{a:1}}"], "data.image_shape is a list, not a mapping. Fix"),
+    (["model={net:[1]}"], "model={net:[1]}: model.net holds keys of its own, not a list. Fix: set them one at a time"),
     (["data=synthetic", "data.image_shape={a:1}"], "image_shape is a list, not a mapping. Fix: data.image_shape=["),
     (["+model.1a=1"], "+model.1a=1: model.1a is not a key that Hydra's overrides can name (such as a.b_c"),
     (["seed=abc"], "seed=abc: an integer"),

@@ -12,8 +12,9 @@ import re
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from .environment import global_rank, register_resolvers, stale_rank
 from .errors import SetupError
@@ -78,17 +79,45 @@ def key_problem(override: str) -> str | None:
     return None
 
 
-def merge_problem(error: Exception) -> str | None:
+def merge_problem(error: Exception, node_at: Callable[[str], Any] | None = None) -> str | None:
     """Hydra's `Error merging override K=V` (no more said) where V's kind does not fit K's: a list
-    for a key with keys below it, or a mapping for a list. None for another error."""
+    for a key with keys below it, or a mapping for a list. None for another error. `node_at(K)`:
+    the config's node at K, to find which key of a mapping V does not fit (Hydra names K)."""
     merged = re.fullmatch(r"Error merging override (([^=+][^=]*)=.*)", one_line(str(error)))  # +key: already there
     held = re.search(r"Cannot merge \w+ with \w+.*object_type=(dict|list)", one_line(str(error.__cause__ or "")))
     if not merged or not held:
         return None
-    given, key = merged[1], merged[2].lstrip("+~")
-    if held[1] == "dict":
+    given, key, kind = merged[1], merged[2].lstrip("+~"), held[1]
+    value = _parsed_value(given)
+    if isinstance(value, dict) and kind == "dict" and node_at is not None:  # a mapping for a mapping: a key below
+        key, kind = next(_kinds_that_differ(node_at(key), value, f"{key}."), (key, kind))
+    if kind == "dict":
         return f"{given}: {key} holds keys of its own, not a list. Fix: set them one at a time, {key}.<key>=<value>"
     return f"{given}: {key} is a list, not a mapping. Fix: {key}=[<item>,<item>,...]"
+
+
+def _parsed_value(override: str) -> Any:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        return OverridesParser.create().parse_override(override).value()
+    except Exception:  # Hydra merged it, so it parses; nothing to add if not
+        return None
+
+
+def _kinds_that_differ(node, value: dict, prefix: str):
+    """(key, the kind the config holds there) for each key of a given mapping whose value is a
+    list where the config has a mapping, or the other way round."""
+    from omegaconf import DictConfig, ListConfig
+
+    for name, item in value.items():
+        child = node._get_node(name) if isinstance(node, DictConfig) and name in node else None
+        if isinstance(item, dict) and isinstance(child, ListConfig):
+            yield f"{prefix}{name}", "list"
+        elif isinstance(item, list) and isinstance(child, DictConfig):
+            yield f"{prefix}{name}", "dict"
+        elif isinstance(item, dict) and isinstance(child, DictConfig):
+            yield from _kinds_that_differ(child, item, f"{prefix}{name}.")
 
 
 def stop(message: str, code: int = 2) -> NoReturn:
@@ -362,7 +391,10 @@ def _unknown_choice(error, overrides: list[str]) -> str:
 
 
 def _bad_key(error, overrides: list[str]) -> str:
-    if problem := merge_problem(error):
+    from omegaconf import OmegaConf
+
+    chosen = [override for override in overrides if _chooses_group(override)]
+    if problem := merge_problem(error, lambda key: OmegaConf.select(_chosen_config(chosen), key)):
         return problem
     message = one_line(str(error))
     match = re.search(r"'([^']+)'|Multiple values for (\S+)\.", message)
@@ -375,7 +407,7 @@ def _bad_key(error, overrides: list[str]) -> str:
     if "already at" in message or "Multiple values for" in message:
         return f"{given}: {key} is already in the config. Fix: {given.lstrip('+')} (without +)"
     if "does not exist" in message or "Could not override" in message:
-        return _not_in_mapping(error, key, given, overrides) or _no_such_key(key, given, overrides)
+        return _no_such_key(error, key, given, overrides)
     if "Ambiguous value for argument" in message:  # a,b without -m
         key, _, value = given.lstrip("+~").partition("=")
         return (
@@ -385,32 +417,29 @@ def _bad_key(error, overrides: list[str]) -> str:
     return f"{given}: {message}"
 
 
-def _not_in_mapping(error, key: str, given: str, overrides: list[str]) -> str | None:
-    """`model.net={b:1}`: Hydra "could not override model.net", which is there; the key it lacks is
-    model.net.b (its cause says). None where the key given is the one missing."""
-    missing = re.search(r"full_key: (\S+)", one_line(str(error.__cause__ or "")))
-    if not missing or not missing[1].startswith(f"{key}."):
-        return None
-    keys, _ = _config_keys([override for override in overrides if _chooses_group(override)])
-    has = [name.removeprefix(f"{key}.") for name in keys if name.rpartition(".")[0] == key]
-    return (
-        f"{given}: {key} has no key {missing[1].removeprefix(f'{key}.')} (it has {', '.join(has) or 'none'}). "
-        f"Fix: set one of its keys, {key}.<key>=<value>, or add one with +{missing[1]}=<value>"
-    )
-
-
-def _no_such_key(key: str, given: str, overrides: list[str]) -> str:
+def _no_such_key(error, key: str, given: str, overrides: list[str]) -> str:
     """Judged against the config that the user's choices make: `data.val_size=...` with data=synthetic
-    (also chosen through experiment=smoke) names data=mnist, which has it, not the key itself."""
+    (also chosen through experiment=smoke) names data=mnist, which has it, not the key itself.
+    `model.net={b:1}`: Hydra could not override model.net, which is there; the key missing is
+    model.net.b (its cause says)."""
+    found = re.search(r"full_key: (\S+)", one_line(str(error.__cause__ or "")))
+    missing = found[1] if found and found[1].startswith(f"{key}.") else key
     chosen = [override for override in overrides if _chooses_group(override)]
     keys, picked = _config_keys(chosen)
     command = f"python train.py {' '.join([*chosen, '--cfg job'])}"
-    group, _, rest = key.partition(".")
+    group, _, rest = missing.partition(".")
     having = [name for name in choices(group) if name != picked.get(group) and rest in _group_keys(group, name)]
     if rest and picked.get(group) and having:
         return (
             f"{given}: {group}={picked[group]} has no key {rest} ({group}={having[0]} has). "
             f"Fix: {group}={having[0]}, or a key of {group}={picked[group]} (`{command}` lists them)"
+        )
+    if missing != key:
+        mapping, _, name = missing.rpartition(".")
+        has = [other.removeprefix(f"{mapping}.") for other in keys if other.rpartition(".")[0] == mapping]
+        return (
+            f"{given}: {mapping} has no key {name} (it has {', '.join(has) or 'none'}). "
+            f"Fix: set one of its keys, {mapping}.<key>=<value>, or add one with +{missing}=<value>"
         )
     close = difflib.get_close_matches(key, [other for other in keys if other != key], n=1)
     hint = f"did you mean {close[0]}? " if close else ""
@@ -418,22 +447,28 @@ def _no_such_key(key: str, given: str, overrides: list[str]) -> str:
 
 
 def _chooses_group(override: str) -> bool:
-    name = override.lstrip("+").split("=", 1)[0]
-    return "=" in override and not override.startswith("~") and (CONFIGS / name).is_dir()
+    name, _, value = override.lstrip("+").partition("=")
+    # data={a: 1} sets keys of the chosen data config; it chooses none
+    return "=" in override and not override.startswith("~") and (CONFIGS / name).is_dir() and value[:1] not in "{["
 
 
 def _config_keys(chosen: list[str]) -> tuple[list[str], dict]:
     """Every dotted key of the config with these group choices (else the default's), and the
     choice of each group."""
+    cfg = _chosen_config(chosen)
+    keys = [key for key in _keys(cfg, "") if key.split(".", 1)[0] != "hydra"]
+    return keys, dict(cfg.hydra.runtime.choices)
+
+
+def _chosen_config(chosen: list[str]):
+    """The config with these group choices, else the default's."""
     from hydra import compose, initialize_config_dir
 
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3", job_name="train"):
         try:
-            cfg = compose("train", overrides=chosen, return_hydra_config=True)
+            return compose("train", overrides=chosen, return_hydra_config=True)
         except Exception:  # a choice that is itself wrong: the default config's keys still help
-            cfg = compose("train", return_hydra_config=True)
-    keys = [key for key in _keys(cfg, "") if key.split(".", 1)[0] != "hydra"]
-    return keys, dict(cfg.hydra.runtime.choices)
+            return compose("train", return_hydra_config=True)
 
 
 def _group_keys(group: str, name: str) -> list[str]:

@@ -65,7 +65,8 @@ def load(group: str, name: str, configs: Path = CONFIGS, overrides: list[str] = 
     except (HydraException, OmegaConfBaseException) as error:  # Hydra's own message spans lines
         from ..launch.command_line import merge_problem
 
-        if problem := merge_problem(error):
+        node_at = None if config is None else lambda key: OmegaConf.select(config, key.removeprefix(f"{group}."))
+        if problem := merge_problem(error, node_at):
             raise ProfileError(problem) from None
         missing = re.search(r"full_key: (\S+)", " ".join(str(error.__cause__ or "").split()))
         if missing and config is not None and "Could not override" in str(error):  # K={a: 1}: K.a is not there
