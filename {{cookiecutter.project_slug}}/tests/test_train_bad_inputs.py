@@ -89,6 +89,9 @@ BAD_VALUES = [
     # a mapping for a mapping that lacks one of its keys: it said "model=cnn has no key net"
     (["model.net={b:1}"], "model.net={b:1}: model.net has no key b (it has _target_, num_classes, image_shape). Fix: "),
     (["trainer={b:[1]}"], "trainer={b:[1]}: trainer has no key b (it has "),
+    # several choices of a group: Hydra merged them into one config (one logger, an odd model)
+    (["logger=[csv,tensorboard]"], "logger=[csv,tensorboard]: logger takes one of its choices (csv, tensorboard, w"),
+    (["model=[cnn,autoencoder]"], "model=[cnn,autoencoder]: model takes one of its choices (autoencoder, cnn); a list"),
     (["model={net:{x:1}}"], "model={net:{x:1}}: model.net has no key x (it has _target_, num_classes, image_shape)"),
     (["data=synthetic", "data={image_shape:{a:1}}"], "data.image_shape is a list, not a mapping. Fix"),
     (["model={net:[1]}"], "model={net:[1]}: model.net holds keys of its own, not a list. Fix: set them one at a time"),

@@ -319,7 +319,16 @@ def _check_group_value(parsed, given: str) -> None:
         allowed = choices(group)
         change = f"{group}=<one of: {', '.join(allowed)}>" if allowed else f"{group}=<another value>"
         raise SetupError(f"{given}: train.py needs {group}; it cannot be left out. Fix: drop {given}, or {change}")
-    if parsed.is_delete() or parsed.value() is not None or group.startswith("hydra/"):
+    if group.startswith("hydra/"):
+        return
+    value = None if parsed.is_delete() else parsed.value()
+    several = isinstance(value, list) and len(value) > 1 and group != "experiment"  # experiments: overlays, may merge
+    if several and (allowed := choices(group)):
+        raise SetupError(
+            f"{given}: {group} takes one of its choices ({', '.join(allowed)}); a list of them merges them into one "
+            f"config (Hydra's multi-select), which is none of them. Fix: {group}={value[0]}"
+        )
+    if parsed.is_delete() or value is not None:
         return
     allowed = choices(group)
     if allowed:
