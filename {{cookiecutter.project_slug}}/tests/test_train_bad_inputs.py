@@ -533,6 +533,8 @@ def test_epoch_settings_beyond_an_epochs_batches_stop_before_fit():
         {"val_check_interval": 100, "fast_dev_run": 2},  # Lightning validates after the 2 batches
         {"limit_train_batches": 0.0625},
         {"limit_train_batches": 0},  # no training: nothing to check
+        {"val_check_interval": "00:00:00:01"},  # a time: Lightning sets no trainer.val_check_interval (a traceback)
+        {"val_check_interval": {"seconds": 1}},
     ):
         checks.check_epoch_length(trainer(**fine), UNTESTED)
     checks.check_epoch_length(trainer(val_check_interval=17), dict.fromkeys(SETS))  # unknown
@@ -547,6 +549,23 @@ def test_epoch_settings_beyond_an_epochs_batches_stop_before_fit():
     checks.check_epoch_length(trainer(limit_test_batches=0.2), UNTESTED)
     with pytest.raises(SetupError, match=r"^trainer.limit_test_batches=0.2: .* 3 test .*e.g. \+trainer.limit_test"):
         checks.check_epoch_length(trainer(limit_test_batches=0.2), BATCHES)
+
+
+def test_time_spans_given_as_mappings_reach_lightning_as_it_takes_them(tmp_path, clean_env):
+    """+trainer.max_time={minutes: 5}, timedelta's arguments as Lightning documents them: Lightning
+    was given Hydra's DictConfig and stopped with "Missing key total_seconds" blamed on no setting."""
+    from hydra import compose, initialize_config_dir
+    from pytorch_lightning.callbacks import Timer
+
+    from {{ cookiecutter.package_name }}.run import build_trainer
+
+    spans = ["+trainer.max_time={minutes:5}", "+trainer.val_check_interval={seconds:1}"]
+    with initialize_config_dir(config_dir=str(PROJECT / "configs"), version_base="1.3"):
+        cpu = ["data=synthetic", "trainer.accelerator=cpu", "trainer.devices=1", "logger=csv"]
+        trainer = build_trainer(compose("train", overrides=[*cpu, f"output_dir={tmp_path}", *spans]))
+    (timer,) = [callback for callback in trainer.callbacks if isinstance(callback, Timer)]
+    assert timer._duration == 300 and trainer._val_check_time_interval == 1
+    checks.check_epoch_length(trainer, UNTESTED)
 
 
 def test_the_batches_the_check_counts_are_the_loaders(tmp_path):

@@ -76,7 +76,10 @@ def build_trainer(cfg: DictConfig) -> pl.Trainer:
     strategy = build_strategy(cfg)
     # Lightning checks its arguments together (launch/values.py checks each, and the known clashes);
     # a refusal is one line (train.py, as for every class of the config).
-    trainer = instantiate(cfg.trainer, strategy=strategy, callbacks=callbacks, logger=logger, profiler=profiler)
+    # _convert_: Lightning takes {minutes: 5} for max_time and val_check_interval as a dict, not Hydra's DictConfig
+    trainer = instantiate(
+        cfg.trainer, strategy=strategy, callbacks=callbacks, logger=logger, profiler=profiler, _convert_="all"
+    )
     skip_empty_batch_hooks(trainer.callbacks)  # also those Lightning added (model summary)
     return trainer
 

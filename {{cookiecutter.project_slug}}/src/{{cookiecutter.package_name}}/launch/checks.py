@@ -194,7 +194,7 @@ def check_epoch_length(trainer, batches: dict[str, int | None]) -> None:
     trained = f"the {limited} training batches each process gets in an epoch"
     if limited < train_batches:
         trained += f" ({_limit_key(trainer, 'train')}={limit})"
-    interval = trainer.val_check_interval
+    interval = getattr(trainer, "val_check_interval", None)  # Lightning sets none for a time ("00:00:10:00")
     if isinstance(interval, int) and interval > limited and trainer.check_val_every_n_epoch is not None:
         raise SetupError(
             f"trainer.val_check_interval={interval}: more than {trained}, so validation would never run. "
