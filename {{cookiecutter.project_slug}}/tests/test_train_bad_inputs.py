@@ -89,6 +89,8 @@ BAD_VALUES = [
     # a mapping for a mapping that lacks one of its keys: it said "model=cnn has no key net"
     (["model.net={b:1}"], "model.net={b:1}: model.net has no key b (it has _target_, num_classes, image_shape). Fix: "),
     (["trainer={b:[1]}"], "trainer={b:[1]}: trainer has no key b (it has "),
+    # a sweep the basic sweeper cannot run: Hydra's traceback once the sweep had started
+    (["-m", "model.optimizer.lr=interval(0.1,0.2)"], "lr=interval(0.1,0.2): interval() is for sweepers that draw"),
     # several choices of a group: Hydra merged them into one config (one logger, an odd model)
     (["logger=[csv,tensorboard]"], "logger=[csv,tensorboard]: logger takes one of its choices (csv, tensorboard, w"),
     (["model=[cnn,autoencoder]"], "model=[cnn,autoencoder]: model takes one of its choices (autoencoder, cnn); a list"),
@@ -372,6 +374,9 @@ def test_the_trainer_arguments_are_lightnings():
 def test_every_point_of_a_sweep_is_checked_before_the_first_runs(capsys, tmp_path, clean_env):
     line = refused(["-m", "data.batch_size=16,0"], capsys, tmp_path)
     assert "data.batch_size=0: an integer >= 1" in line
+    # a sweep that the check cannot split (glob needs the config's choices): Hydra runs it (an IndexError here)
+    check_command_line(["-m", "model=glob(*)", f"output_root={tmp_path}"])
+    assert capsys.readouterr().err == ""
 
 
 def test_hydra_full_error_skips_the_check(monkeypatch, capsys):

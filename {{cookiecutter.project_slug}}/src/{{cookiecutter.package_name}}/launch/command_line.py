@@ -219,7 +219,7 @@ def check_overrides(overrides: list[str], multirun: bool = False) -> None:
     )  # None where it reads Hydra's runtime values (${hydra:job.name}), which exist only once Hydra runs
     if folder:  # the folders Hydra will make: a start refused later removes them again
         note_new_parents(folder)
-    if multirun:
+    if multirun and points:  # none where the basic sweeper's split cannot expand them (model=glob(*)): Hydra does
         check_sweep_folders(jobs, points[0])
     if on_slurm:  # each point's job, as Slurm will judge it (else a traceback at submission)
         check_slurm_jobs(points, overrides)
@@ -308,6 +308,15 @@ def _jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
     try:
         return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
     except HydraException:  # a sweep that another sweeper plugin understands: it checks it
+        basic = not any(override.key_or_group == "hydra/sweeper" for override in parsed)
+        for override in parsed:
+            if basic and override.is_interval_sweep():  # else Hydra's traceback once the sweep starts
+                key = override.get_key_element()
+                raise SetupError(
+                    f"{override.input_line}: interval() is for sweepers that draw values (e.g. Optuna's, "
+                    f"hydra/sweeper=optuna); Hydra's basic sweeper runs the values it is given. Fix: list them, "
+                    f"e.g. {key}=0.1,0.15,0.2, or {key}=range(1,4)"
+                ) from None
         return []
 
 
