@@ -7,7 +7,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
-from {{ cookiecutter.package_name }}.launch.checks import check_strategy, check_sync_batchnorm
+from {{ cookiecutter.package_name }}.launch.checks import check_backend, check_strategy, check_sync_batchnorm
 from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
 from {{ cookiecutter.package_name }}.launch.errors import SetupError
 
@@ -96,3 +96,13 @@ def test_sync_batchnorm_on_cpu_is_refused_with_the_reason():
         check_sync_batchnorm(True, "auto", cuda_available=False)
     check_sync_batchnorm(True, "gpu", cuda_available=True)
     check_sync_batchnorm(False, "cpu", cuda_available=False)
+
+
+def test_nccl_on_cpus_is_refused_with_the_reason():
+    """torch stopped each rank with a traceback, once the run's folder was made."""
+    nccl = OmegaConf.create({"instance": {"process_group_backend": "nccl"}})
+    with pytest.raises(SetupError, match=r"process_group_backend=nccl: NCCL runs on NVIDIA GPUs only.*=gloo$"):
+        check_backend(nccl, "auto", cuda_available=False)
+    check_backend(nccl, "gpu", cuda_available=True)
+    check_backend(OmegaConf.create({"instance": {"process_group_backend": "gloo"}}), "cpu", cuda_available=False)
+    check_backend(composed("strategy=ddp").strategy, "cpu", cuda_available=False)

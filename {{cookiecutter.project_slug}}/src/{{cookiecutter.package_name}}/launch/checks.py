@@ -141,6 +141,16 @@ def check_sync_batchnorm(sync_batchnorm: bool, accelerator: str, cuda_available:
         )
 
 
+def check_backend(strategy: DictConfig, accelerator: str, cuda_available: bool) -> None:
+    # NCCL runs on GPUs only: on CPUs torch stopped each rank with a traceback once the run's folder was made.
+    backend = (strategy.get("instance") or {}).get("process_group_backend")
+    if backend == "nccl" and (accelerator == "cpu" or not cuda_available):
+        raise SetupError(
+            "strategy.instance.process_group_backend=nccl: NCCL runs on NVIDIA GPUs only, and this run trains on "
+            "CPUs. Fix: drop it (Lightning picks gloo on CPUs), or strategy.instance.process_group_backend=gloo"
+        )
+
+
 def check_logger(logger: DictConfig | None) -> None:
     if logger is not None and "Wandb" in logger.get("_target_", "") and _missing("wandb"):
         raise SetupError(
@@ -158,6 +168,7 @@ def check_environment(cfg: DictConfig) -> None:
     check_launcher(cfg.strategy, cfg.trainer.devices, cfg.trainer.num_nodes)
     check_accelerator(cfg.trainer.accelerator, cuda_available)
     check_sync_batchnorm(cfg.trainer.sync_batchnorm, cfg.trainer.accelerator, cuda_available)
+    check_backend(cfg.strategy, cfg.trainer.accelerator, cuda_available)
     check_logger(cfg.get("logger"))
     check_multirun(cfg)
     check_speed(cfg.speed, cfg.strategy)
