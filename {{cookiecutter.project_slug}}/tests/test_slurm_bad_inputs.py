@@ -92,6 +92,8 @@ BAD_INPUTS = [
     # the key inside a mapping whose kind does not fit: it blamed cluster.slurm, "not a list"
     (["cluster=puhti", "cluster.slurm={modules:{a:1}}"], "cluster.slurm.modules is a list, not a mapping. Fix"),
     (["cluster=puhti", "cluster.slurm={time:1,env:[1]}"], "cluster.slurm.env holds keys of its own, not a list"),
+    # a strategy that starts its own processes: each task started more (a crash on the nodes)
+    (["cluster=puhti", "strategy=ddp_spawn"], "strategy=ddp_spawn starts its processes itself (start_method=spawn"),
     # a mapping with a key the profile lacks: "Could not override 'cluster.slurm'", no fix
     (["cluster=puhti", "cluster.slurm={x:1}"], "cluster.slurm={x:1}: cluster.slurm.x: no such key; known here: acc"),
     (["cluster=puhti", "cluster.slurm.env={FOO:1}"], "env.FOO: no such key; known here: NCCL_DEBUG (+cluster.slurm"),

@@ -57,6 +57,26 @@ def test_ddp_is_launched_by_lightning_itself():
     check_launcher(strategy_config("ddp"), devices=2, num_nodes=1)
 
 
+@pytest.mark.parametrize(
+    ("launcher", "variables"),
+    [
+        ("torchrun", {"TORCHELASTIC_RUN_ID": "1", "WORLD_SIZE": "2"}),
+        ("srun", {"SLURM_STEP_ID": "0", "SLURM_NTASKS": "2"}),
+    ],
+)
+def test_ddp_spawn_started_by_a_launcher_names_ddp(launcher, variables, monkeypatch):
+    """Each process the launcher started spawned its own: gloo's "Connection reset by peer", or
+    EADDRINUSE, in a traceback once the run's folder was made."""
+    for name in ("TORCHELASTIC_RUN_ID", "WORLD_SIZE", "SLURM_STEP_ID", "SLURM_NTASKS"):
+        monkeypatch.delenv(name, raising=False)
+    check_launcher(strategy_config("ddp_spawn"), devices=2, num_nodes=1)  # Lightning spawns them: its purpose
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SetupError, match=rf"ddp_spawn starts the processes itself .*, but {launcher} has started"):
+        check_launcher(strategy_config("ddp_spawn"), devices=2, num_nodes=1)
+    check_launcher(strategy_config("ddp"), devices=2, num_nodes=1)
+
+
 def json_only(strategy):
     """The strategy's JSON file checked alone, whether DeepSpeed is installed here or not."""
     for need in ("packages", "imports", "ops"):

@@ -107,8 +107,16 @@ _HOROVOD_LAUNCH_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
 
 def check_launcher(strategy: DictConfig, devices, num_nodes) -> None:
     """Strategies whose ranks meet through MPI (Horovod) must be started by MPI or horovodrun, or
-    each process would quietly train by itself: train.py alone, or srun without --mpi."""
+    each process would quietly train by itself: train.py alone, or srun without --mpi. One that
+    spawns its processes (ddp_spawn) must not be started by a launcher: each would spawn more."""
     processes = devices * num_nodes if isinstance(devices, int) and isinstance(num_nodes, int) else 1
+    start = (strategy.get("instance") or {}).get("start_method", "popen")
+    launcher = "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else "srun" if "SLURM_STEP_ID" in os.environ else ""
+    if start != "popen" and launcher and int(os.environ.get("WORLD_SIZE", os.environ.get("SLURM_NTASKS", 1))) > 1:
+        raise SetupError(
+            f"strategy={strategy.name} starts the processes itself (start_method={start}), but {launcher} has "
+            f"started them already: each would start its own. Fix: strategy=ddp, which takes those {launcher} started"
+        )
     launched = any(variable in os.environ for variable in _HOROVOD_LAUNCH_VARIABLES)
     if not strategy.get("mpi") or processes == 1 or launched:
         return

@@ -81,11 +81,26 @@ class Job:
             raise ProfileError(
                 f"strategy={self.strategy} starts its ranks through MPI: use launcher={' or '.join(MPI_LAUNCHERS)}"
             )
+        if self.start_method not in (None, "popen"):  # each task would start its own processes (they crashed)
+            raise ProfileError(
+                f"strategy={self.strategy} starts its processes itself (start_method={self.start_method}, e.g. in a "
+                f"notebook); in a job, {self.launcher} starts one per GPU: use strategy=ddp"
+            )
 
     @cached_property
+    def _strategy_config(self) -> dict:
+        return load("strategy", self.strategy, self.configs, resolve=False)
+
+    @property
     def needs_mpi(self) -> bool:
         """The strategy's ranks meet through MPI (`mpi: true` in its config), not a rendezvous."""
-        return bool(load("strategy", self.strategy, self.configs, resolve=False).get("mpi"))
+        return bool(self._strategy_config.get("mpi"))
+
+    @property
+    def start_method(self) -> str | None:
+        """How Lightning starts the processes of one node (`instance.start_method`; popen: it runs this
+        command again for each, or takes those a launcher started)."""
+        return (self._strategy_config.get("instance") or {}).get("start_method")
 
     @property
     def slurm(self) -> dict:
