@@ -105,4 +105,5 @@ def test_nccl_on_cpus_is_refused_with_the_reason():
         check_backend(nccl, "auto", cuda_available=False)
     check_backend(nccl, "gpu", cuda_available=True)
     check_backend(OmegaConf.create({"instance": {"process_group_backend": "gloo"}}), "cpu", cuda_available=False)
-    check_backend(composed("strategy=ddp").strategy, "cpu", cuda_available=False)
+    for strategy in ("ddp", "auto"):  # auto's instance is a name, not settings
+        check_backend(composed(f"strategy={strategy}").strategy, "cpu", cuda_available=False)

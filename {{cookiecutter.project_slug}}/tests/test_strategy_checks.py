@@ -75,6 +75,7 @@ def test_ddp_spawn_started_by_a_launcher_names_ddp(launcher, variables, monkeypa
     with pytest.raises(SetupError, match=rf"ddp_spawn starts the processes itself .*, but {launcher} has started"):
         check_launcher(strategy_config("ddp_spawn"), devices=2, num_nodes=1)
     check_launcher(strategy_config("ddp"), devices=2, num_nodes=1)
+    check_launcher(strategy_config("auto"), devices=2, num_nodes=1)  # its instance is a name, not settings
 
 
 def json_only(strategy):

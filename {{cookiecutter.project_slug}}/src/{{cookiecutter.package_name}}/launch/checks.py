@@ -105,12 +105,18 @@ def _check_deepspeed_json(name: str, config_file: str) -> None:
 _HOROVOD_LAUNCH_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
 
 
+def _instance_setting(strategy: DictConfig, key: str):
+    """A setting of the strategy's class (strategy.instance.<key>); None where the instance is a name (auto)."""
+    instance = strategy.get("instance")
+    return instance.get(key) if isinstance(instance, DictConfig) else None
+
+
 def check_launcher(strategy: DictConfig, devices, num_nodes) -> None:
     """Strategies whose ranks meet through MPI (Horovod) must be started by MPI or horovodrun, or
     each process would quietly train by itself: train.py alone, or srun without --mpi. One that
     spawns its processes (ddp_spawn) must not be started by a launcher: each would spawn more."""
     processes = devices * num_nodes if isinstance(devices, int) and isinstance(num_nodes, int) else 1
-    start = (strategy.get("instance") or {}).get("start_method", "popen")
+    start = _instance_setting(strategy, "start_method") or "popen"
     launcher = "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else "srun" if "SLURM_STEP_ID" in os.environ else ""
     if start != "popen" and launcher and int(os.environ.get("WORLD_SIZE", os.environ.get("SLURM_NTASKS", 1))) > 1:
         raise SetupError(
@@ -151,7 +157,7 @@ def check_sync_batchnorm(sync_batchnorm: bool, accelerator: str, cuda_available:
 
 def check_backend(strategy: DictConfig, accelerator: str, cuda_available: bool) -> None:
     # NCCL runs on GPUs only: on CPUs torch stopped each rank with a traceback once the run's folder was made.
-    backend = (strategy.get("instance") or {}).get("process_group_backend")
+    backend = _instance_setting(strategy, "process_group_backend")
     if backend == "nccl" and (accelerator == "cpu" or not cuda_available):
         raise SetupError(
             "strategy.instance.process_group_backend=nccl: NCCL runs on NVIDIA GPUs only, and this run trains on "

@@ -100,7 +100,8 @@ class Job:
     def start_method(self) -> str | None:
         """How Lightning starts the processes of one node (`instance.start_method`; popen: it runs this
         command again for each, or takes those a launcher started)."""
-        return (self._strategy_config.get("instance") or {}).get("start_method")
+        instance = self._strategy_config.get("instance")
+        return instance.get("start_method") if isinstance(instance, dict) else None  # auto: a name
 
     @property
     def slurm(self) -> dict:
