@@ -124,6 +124,22 @@ def test_a_run_ended_by_max_steps_mid_epoch_resumes_the_rest_of_that_epoch(tmp_p
     assert (last["epoch"], last["global_step"]) == (1, 8), "2 epochs of 4 steps"
 
 
+def test_a_mid_epoch_resume_with_another_batch_size_is_refused_with_the_way_on(tmp_path):
+    """The loader went on after as many batches as the checkpoint had trained, counted in the new
+    size: after 2 batches of 32, batches of 16 began at sample 32 of the epoch's order (32-63
+    trained twice), batches of 64 at sample 128 (64-127 never), without a word."""
+    common = [*FAST, f"output_root={tmp_path}", "run_id=limited", "trainer.max_epochs=2"]
+    run_train(*common, "+trainer.max_steps=2")
+    saved = (tmp_path / "limited" / "checkpoints" / "last.ckpt").read_bytes()
+    refused = run_train(*common, "ckpt_path=last", "data.batch_size=16", check=False)
+    assert refused.returncode == 2, refused.stderr
+    line = "data.batch_size=16 on 1 process(es): the checkpoint was saved 2 batches into epoch 0, whose batches "
+    assert line in refused.stderr and "(data.batch_size=32, 1 process(es), trainer.max_epochs=1)" in refused.stderr
+    assert (tmp_path / "limited" / "checkpoints" / "last.ckpt").read_bytes() == saved  # nothing trained
+    run_train(*common, "ckpt_path=last", "trainer.max_epochs=1")  # the fix: the epoch's end, then the new size
+    run_train(*common, "ckpt_path=last", "data.batch_size=16")
+
+
 @pytest.mark.parametrize("in_memory", [True, False], ids=["in-memory", "sample-by-sample"])
 def test_a_resume_in_the_middle_of_an_epoch_trains_the_batches_an_unstopped_run_trains(tmp_path, in_memory):
     """The resumed epoch trained the first batches of its order again and never its last ones, and

@@ -27,6 +27,7 @@ from .launch.resume_checks import (
     check_checkpoint_format,
     check_deepspeed_world_size,
     check_epochs_left,
+    check_mid_epoch_batches,
     check_time_left,
     training_ended,
 )
@@ -143,6 +144,7 @@ def train(cfg: DictConfig, ckpt_path: str | None) -> pl.Trainer:
     if not ended:
         check_epochs_left(trainer, ckpt_path)
     check_deepspeed_world_size(trainer, ckpt_path)
+    check_mid_epoch_batches(trainer, getattr(datamodule, "batch_size", None), ckpt_path)
     if changed:  # a resume with other optimizer settings: Lightning would restore the old ones
         trainer.callbacks.append(OptimizerSettingsFromConfig(changed))
     ranks = processes(trainer)
