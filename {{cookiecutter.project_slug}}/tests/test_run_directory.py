@@ -266,6 +266,20 @@ def test_resume_takes_the_config_of_the_start_that_wrote_its_checkpoint(tmp_path
     ]
 
 
+def test_resume_takes_a_folder_quoted_for_hydra(tmp_path):
+    """resume='/a b/run', quoted as other keys take a path with spaces: the quotes were taken for
+    part of the path ("no run was started there")."""
+    from {{ cookiecutter.package_name }}.launch.run_directory import resume_overrides
+
+    run = tmp_path / "a b" / "run"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(["trainer.max_epochs=1"]))
+    (run / "checkpoints").mkdir()
+    torch.save({"global_step": 4}, run / "checkpoints" / "last.ckpt")
+    for quote in "'\"":
+        assert resume_overrides([f"resume={quote}{run}{quote}"]) == resume_overrides([f"resume={run}"])
+
+
 def test_resume_of_a_run_folder_copied_without_file_times_takes_the_config_of_the_start_that_wrote_it(tmp_path):
     """`cp -r` gives every file the copy's time: the file times told a start that came after the
     newest checkpoint, and resume= took its overrides (here the first start's batch size)."""

@@ -76,6 +76,19 @@ def _key(override: str) -> str:
     return override.lstrip("+~").split("=", 1)[0]
 
 
+def _unquoted(value: str) -> str:
+    """resume='/a b/run': quoted for Hydra, as other keys take a path with spaces (it was taken with
+    its quotes). Unquoted, the value is the path as typed."""
+    if len(value) < 2 or value[0] != value[-1] or value[0] not in "'\"":
+        return value
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        return str(OverridesParser.create().parse_override(f"resume={value}").value())
+    except Exception:  # not Hydra's quoting after all: the path as typed
+        return value
+
+
 def resume_overrides(argv: list[str]) -> list[str]:
     """`resume=DIR [overrides]` -> the overrides of the start that wrote DIR's newest checkpoint
     (its last start if none), then `run_id`, `output_root` and `ckpt_path=last` of DIR, then the
@@ -87,7 +100,7 @@ def resume_overrides(argv: list[str]) -> list[str]:
         raise SetupError("resume='': the folder of the run to continue. Fix: resume=outputs/<run_id> (its folder)")
     if len(set(given)) > 1:  # before, the last one was resumed without a word
         raise SetupError(f"{' '.join(given)}: one run at a time. Fix: one of them, e.g. {given[0]}")
-    run_dir = Path(given[-1].split("=", 1)[1]).expanduser()
+    run_dir = Path(_unquoted(given[-1].split("=", 1)[1])).expanduser()
     records = [run_dir / ".hydra" / "overrides.yaml", *sorted(run_dir.glob(".hydra/resumes/*/overrides.yaml"))]
     records = [path for path in records if path.is_file()]
     runs = [folder for folder in run_dir.absolute().parents if (folder / ".hydra" / "overrides.yaml").is_file()]
