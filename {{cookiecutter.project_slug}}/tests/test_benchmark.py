@@ -275,6 +275,10 @@ BAD_OVERRIDES = [
     ("benchmark.overhead", [*ONE_STEP, "data=mnist"], "ERROR: data=mnist: benchmark.overhead trains on synthetic"),
     ("benchmark.overhead", [*ONE_STEP, "data.batch_size=4"], "ERROR: data.batch_size=4: benchmark.overhead sets it"),
     ("benchmark.epoch_end", ["--epochs=3", "data=mnist"], "ERROR: data=mnist: benchmark.epoch_end trains on synthetic"),
+    # What the plain loop does not do: a ratio of unlike loops; a resume met the benchmark's own max_steps
+    ("benchmark.__main__", [*ONE_STEP, "trainer.accumulate_grad_batches=4", CPU], "ERROR: trainer.accumulate_gra"),
+    ("benchmark.__main__", [*ONE_STEP, "trainer.gradient_clip_val=1", CPU], "ERROR: trainer.gradient_clip_val=1: the"),
+    ("benchmark.__main__", [*ONE_STEP, "ckpt_path=last", CPU], "ERROR: ckpt_path=last: the benchmark's plain loop has"),
     # More data than memory (before: torch's allocation error, a traceback)
     ("benchmark.__main__", [*ONE_STEP, "data.num_samples=10000000000", CPU], "ERROR: data.num_samples=10000000000: "),
     ("benchmark.overhead", ["--steps=1000000000", CPU], "ERROR: --warmup + --steps = 1000000050 batches of 128: about"),

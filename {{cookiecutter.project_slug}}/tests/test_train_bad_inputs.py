@@ -89,6 +89,11 @@ BAD_VALUES = [
     # a mapping for a mapping that lacks one of its keys: it said "model=cnn has no key net"
     (["model.net={b:1}"], "model.net={b:1}: model.net has no key b (it has _target_, num_classes, image_shape). Fix: "),
     (["trainer={b:[1]}"], "trainer={b:[1]}: trainer has no key b (it has "),
+    # a string where Lightning or a callback takes a bool or a number: Lightning's refusal named no key, or none
+    (["trainer.benchmark=maybe"], "trainer.benchmark=maybe: null, true or false (cudnn's benchmark)"),
+    (["callbacks.checkpoint.save_top_k=abc"], "callbacks.checkpoint.save_top_k=abc: an integer >= -1"),
+    (["strategy=ddp", "+strategy.instance.static_graph=maybe"], "strategy.instance.static_graph=maybe: true or"),
+    (["+logger.default_hp_metric=maybe"], "logger.default_hp_metric=maybe: true or false"),
     # a sweep the basic sweeper cannot run: Hydra's traceback once the sweep had started
     (["-m", "model.optimizer.lr=interval(0.1,0.2)"], "lr=interval(0.1,0.2): interval() is for sweepers that draw"),
     # several choices of a group: Hydra merged them into one config (one logger, an odd model)

@@ -27,6 +27,12 @@ from .profile import add_output_options, check_output_paths
 from .report import Figures, print_report
 
 WAYS = ("plain", "plain-step", "lightning")
+# settings of the Lightning path that the plain loop leaves out: (key, the plain loop's value, what it lacks)
+UNLIKE = (
+    ("trainer.accumulate_grad_batches", 1, "gradient accumulation"),
+    ("trainer.gradient_clip_val", None, "gradient clipping"),
+    ("ckpt_path", None, "resume: both ways train from new weights for --warmup and --steps"),
+)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -88,10 +94,14 @@ def check_benchmark_config(cfg, args: argparse.Namespace, world_size: int) -> No
     (--processes), --compile must suit the strategy, and every process needs a full batch (else
     the plain loop waited forever for one)."""
     from hydra.utils import instantiate
-    from omegaconf import open_dict
+    from omegaconf import OmegaConf, open_dict
 
     from ..speed import check_speed
 
+    # What the plain loop does not do: the ratio would compare unlike loops (and ckpt_path a fit of another length).
+    for key, plain, what in UNLIKE:
+        if (value := OmegaConf.select(cfg, key)) != plain:
+            raise SetupError(f"{key}={value}: the benchmark's plain loop has no {what}. Fix: leave out {key}")
     devices, nodes = cfg.trainer.devices, cfg.trainer.num_nodes
     if isinstance(devices, int) and isinstance(nodes, int) and devices * nodes != world_size:
         raise SetupError(

@@ -128,6 +128,10 @@ def names(value) -> bool:
     return isinstance(value, ListConfig | list) and all(isinstance(name, str) and name for name in value)
 
 
+def top_k(value) -> bool:
+    return type(value) is int and value >= -1
+
+
 def optional(allowed: Callable[[Any], bool]) -> Callable[[Any], bool]:
     return lambda value: value is None or allowed(value)
 
@@ -238,6 +242,7 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     ("trainer.limit_val_batches", batch_limit, LIMIT, "trainer.limit_val_batches=0.1"),
     ("trainer.profiler", one_of(None, *PROFILERS), f"null or one of {', '.join(PROFILERS)}", "trainer.profiler=simple"),
     ("trainer.num_sanity_val_steps", sanity_steps, "an integer >= 0 (-1: all)", "trainer.num_sanity_val_steps=2"),
+    ("trainer.benchmark", optional(boolean), "null, true or false (cudnn's benchmark)", "speed.cudnn_benchmark=true"),
     # Trainer arguments that configs/trainer/default.yaml leaves out, added with +trainer.<key>=...
     added("max_steps", epochs, "an integer >= 1 (-1: no limit)", 10000),
     added("min_epochs", optional(non_negative_int), "null or an integer >= 0", 1),
@@ -258,6 +263,9 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     # a strategy's own arguments, where its config has them (a string here was taken as true)
     row("strategy.instance.find_unused_parameters", boolean, "true or false", "false"),
     row("strategy.instance.gradient_as_bucket_view", boolean, "true or false", "true"),
+    row("strategy.instance.static_graph", boolean, "true or false", "false"),
+    row("logger.default_hp_metric", boolean, "true or false", "false"),
+    row("callbacks.checkpoint.save_top_k", top_k, "an integer >= -1 (-1: every checkpoint, 0: none)", 1),
     row("strategy.instance.stage", one_of(0, 1, 2, 3), "0, 1, 2 or 3 (ZeRO's stage)", 2),
     row("strategy.instance.offload_optimizer", boolean, "true or false", "true"),
     row("strategy.instance.offload_parameters", boolean, "true or false", "true"),
