@@ -94,6 +94,10 @@ BAD_VALUES = [
     (["callbacks.checkpoint.save_top_k=abc"], "callbacks.checkpoint.save_top_k=abc: an integer >= -1"),
     (["strategy=ddp", "+strategy.instance.static_graph=maybe"], "strategy.instance.static_graph=maybe: true or"),
     (["+logger.default_hp_metric=maybe"], "logger.default_hp_metric=maybe: true or false"),
+    # a key added at the top that the config has below, or that train.py reads without +: trained as if not given
+    (["+max_epochs=5"], "+max_epochs=5: train.py reads no max_epochs at the top of the config; trainer.max_epochs is"),
+    (["+seed=3"], "+seed=3: seed is already in the config. Fix: seed=3 (without +)"),  # not data.seed
+    (["+resume=outputs/run"], "+resume=outputs/run: resume= takes no +; with it a new run started. Fix: resume=outp"),
     # a sweep the basic sweeper cannot run: Hydra's traceback once the sweep had started
     (["-m", "model.optimizer.lr=interval(0.1,0.2)"], "lr=interval(0.1,0.2): interval() is for sweepers that draw"),
     # several choices of a group: Hydra merged them into one config (one logger, an odd model)

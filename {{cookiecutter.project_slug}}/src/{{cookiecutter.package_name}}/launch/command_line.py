@@ -175,7 +175,27 @@ def check_arguments(argv: list[str]) -> None:
         return
     if any(getattr(args, name, None) for name in _HYDRA_ONLY) or args.config_name or args.config_path:
         return
+    _check_added_at_the_top(args.overrides)
     check_overrides(args.overrides, args.multirun)
+
+
+def _check_added_at_the_top(overrides: list[str]) -> None:
+    """`+max_epochs=5`, `+resume=DIR`: a key added at the top of the config that nothing reads, where
+    the config has it below (trainer.max_epochs) or train.py reads it without + (resume=): Hydra
+    added it, and the run trained as if it were not there."""
+    for override in overrides:
+        key, _, value = override.lstrip("+").partition("=")
+        if not override.startswith("+") or "." in key or not value:
+            continue
+        if key == "resume":
+            raise SetupError(f"{override}: resume= takes no +; with it a new run started. Fix: resume={value}")
+        keys, _ = _config_keys([chosen for chosen in overrides if _chooses_group(chosen)])
+        below = [] if key in keys else [name for name in keys if name.endswith(f".{key}")]  # there: Hydra says so
+        if below:
+            raise SetupError(
+                f"{override}: train.py reads no {key} at the top of the config; {below[0]} is where it is read. "
+                f"Fix: {below[0]}={value}"
+            )
 
 
 def check_shell_completion(overrides: list[str]) -> None:
