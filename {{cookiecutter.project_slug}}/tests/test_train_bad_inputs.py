@@ -96,6 +96,7 @@ BAD_VALUES = [
     (["+logger.default_hp_metric=maybe"], "logger.default_hp_metric=maybe: true or false"),
     # a key added at the top that the config has below, or that train.py reads without +: trained as if not given
     (["+max_epochs=5"], "+max_epochs=5: train.py reads no max_epochs at the top of the config; trainer.max_epochs is"),
+    (["hydra.output_subdir=null"], "hydra.output_subdir=null: a run keeps its config in .hydra (a resume in .h"),
     (["+seed=3"], "+seed=3: seed is already in the config. Fix: seed=3 (without +)"),  # not data.seed
     (["+resume=outputs/run"], "+resume=outputs/run: resume= takes no +; with it a new run started. Fix: resume=outp"),
     # a sweep the basic sweeper cannot run: Hydra's traceback once the sweep had started
@@ -209,6 +210,7 @@ BAD_VALUES = [
     (["run_id=a,b"], "run_id=a,b: a comma lists values to sweep over (with -m) or the items of a list. Fix: run_id="),
     (["--cfg", "job", "trainer.max_epohcs=3"], "trainer.max_epohcs=3: no such key in the config. Fix: did you mean"),
     (["~nokey"], "~nokey: no such key in the config"),
+    (["hydra.output_subdir=null"], "hydra.output_subdir=null: a run keeps its config in .hydra (a resume in .h"),
     (["+seed=3"], "+seed=3: seed is already in the config. Fix: seed=3 (without +)"),
     (["+cluster=lumi"], "+cluster=lumi: cluster is already in the config. Fix: cluster=lumi (without +)"),
     (["data.batch_size=[1,"], "data.batch_size=[1,: not a valid override"),

@@ -175,16 +175,22 @@ def check_arguments(argv: list[str]) -> None:
         return
     if any(getattr(args, name, None) for name in _HYDRA_ONLY) or args.config_name or args.config_path:
         return
-    _check_added_at_the_top(args.overrides)
+    _check_keys_nothing_reads(args.overrides)
     check_overrides(args.overrides, args.multirun)
 
 
-def _check_added_at_the_top(overrides: list[str]) -> None:
+def _check_keys_nothing_reads(overrides: list[str]) -> None:
     """`+max_epochs=5`, `+resume=DIR`: a key added at the top of the config that nothing reads, where
     the config has it below (trainer.max_epochs) or train.py reads it without + (resume=): Hydra
-    added it, and the run trained as if it were not there."""
+    added it, and the run trained as if it were not there. hydra.output_subdir: where the run's
+    config is kept, which resume= and a requeue read (elsewhere, or null, the run did not resume)."""
     for override in overrides:
-        key, _, value = override.lstrip("+").partition("=")
+        key, _, value = override.lstrip("+~").partition("=")
+        if key == "hydra.output_subdir":
+            raise SetupError(
+                f"{override}: a run keeps its config in .hydra (a resume in .hydra/resumes/<time>), where resume= and "
+                "a requeue read it. Fix: leave out hydra.output_subdir"
+            )
         if not override.startswith("+") or "." in key or not value:
             continue
         if key == "resume":
