@@ -84,6 +84,8 @@ def test_a_checkpoint_that_monitors_a_metric_validation_does_not_log_is_refused_
         "ERROR: callbacks.checkpoint.monitor=val_loss: the model's validation logs no such metric (it logs val/loss)"
     ), line
     assert "Fix: callbacks.checkpoint.monitor=<a metric it logs>, or self.log('val_loss', ...)" in line, line
+    # a training metric's way: the skip alone met Lightning's traceback where an epoch logged none
+    assert "trainer.num_sanity_val_steps=0 skips this check, and each epoch must log it: trainer.log_every_n" in line
     # a resume refused so leaves its run's folder as it was (TensorBoard had begun a file of its own);
     # resume= finds model=plain through the start's hydra.searchpath (before: "no such choice")
     run = tmp_path / "run"

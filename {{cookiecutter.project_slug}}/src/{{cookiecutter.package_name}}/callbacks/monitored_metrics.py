@@ -26,5 +26,7 @@ class MonitoredMetricsLogged(pl.Callback):
                 raise SetupError(
                     f"{key}={metric}: the model's validation logs no such metric ({what}), so Lightning would stop "
                     f"after the first epoch. Fix: {key}=<a metric it logs>, or self.log({metric!r}, ...) in its "
-                    "validation_step (a metric of the training steps: trainer.num_sanity_val_steps=0 skips this check)"
+                    "validation_step (a metric of the training steps, such as train/loss: "
+                    "trainer.num_sanity_val_steps=0 skips this check, and each epoch must log it: "
+                    "trainer.log_every_n_steps at most its batches)"
                 )
