@@ -95,14 +95,17 @@ BAD_VALUES = [
     (["strategy=ddp", "+strategy.instance.static_graph=maybe"], "strategy.instance.static_graph=maybe: true or"),
     (["+logger.default_hp_metric=maybe"], "logger.default_hp_metric=maybe: true or false"),
     # a key added at the top that the config has below, or that train.py reads without +: trained as if not given
-    (["+max_epochs=5"], "+max_epochs=5: train.py reads no max_epochs at the top of the config; trainer.max_epochs is"),
+    (["+max_epochs=5"], "+max_epochs=5: nothing reads max_epochs at the top of the config; trainer.max_epochs is wh"),
     (["hydra.output_subdir=null"], "hydra.output_subdir=null: a run keeps its config in .hydra (a resume in .h"),
     (["+seed=3"], "+seed=3: seed is already in the config. Fix: seed=3 (without +)"),  # not data.seed
+    (["+lr=0.1"], "+lr=0.1: nothing reads lr at the top of the config; model.optimizer.lr is where it is read. Fix"),
     (["+resume=outputs/run"], "+resume=outputs/run: resume= takes no +; with it a new run started. Fix: resume=outp"),
     # a sweep the basic sweeper cannot run: Hydra's traceback once the sweep had started
     (["-m", "model.optimizer.lr=interval(0.1,0.2)"], "lr=interval(0.1,0.2): interval() is for sweepers that draw"),
     # several choices of a group: Hydra merged them into one config (one logger, an odd model)
     (["logger=[csv,tensorboard]"], "logger=[csv,tensorboard]: logger takes one of its choices (csv, tensorboard, w"),
+    (["model/optimizer=[adam,sgd]"], "model/optimizer=[adam,sgd]: model/optimizer takes one of its choices (adamw"),
+    (["hydra.run={dir:[1]}"], "hydra.run={dir:[1]}: hydra.run.dir: Cannot convert 'ListConfig' to string: '[1]'. Fix"),
     (["model=[cnn,autoencoder]"], "model=[cnn,autoencoder]: model takes one of its choices (autoencoder, cnn); a list"),
     (["model={net:{x:1}}"], "model={net:{x:1}}: model.net has no key x (it has _target_, num_classes, image_shape)"),
     (["data=synthetic", "data={image_shape:{a:1}}"], "data.image_shape is a list, not a mapping. Fix"),
@@ -210,8 +213,6 @@ BAD_VALUES = [
     (["run_id=a,b"], "run_id=a,b: a comma lists values to sweep over (with -m) or the items of a list. Fix: run_id="),
     (["--cfg", "job", "trainer.max_epohcs=3"], "trainer.max_epohcs=3: no such key in the config. Fix: did you mean"),
     (["~nokey"], "~nokey: no such key in the config"),
-    (["hydra.output_subdir=null"], "hydra.output_subdir=null: a run keeps its config in .hydra (a resume in .h"),
-    (["+seed=3"], "+seed=3: seed is already in the config. Fix: seed=3 (without +)"),
     (["+cluster=lumi"], "+cluster=lumi: cluster is already in the config. Fix: cluster=lumi (without +)"),
     (["data.batch_size=[1,"], "data.batch_size=[1,: not a valid override"),
     (["run_id=é"], "run_id=é: not a valid override (LexerNoViableAltException: run_id=é). Fix: key=value"),
@@ -380,6 +381,15 @@ def test_the_trainer_arguments_are_lightnings():
     from {{ cookiecutter.package_name }}.launch.values import TRAINER_ARGUMENTS
 
     assert list(TRAINER_ARGUMENTS) == [name for name in inspect.signature(pl.Trainer).parameters]
+
+
+def test_keys_of_ones_own_and_lists_of_callbacks_pass(capsys, tmp_path, clean_env):
+    """A top-level key read through ${...}, one that names several keys below (cluster.name,
+    strategy.name, ...), and a list of callbacks files (Hydra's multi-select adds them up)."""
+    check_command_line(["+name=exp1", "run_id=${name}", f"output_root={tmp_path}"])
+    check_command_line(["+name=exp1", f"output_root={tmp_path}"])
+    check_command_line(["callbacks=[default]", f"output_root={tmp_path}"])
+    assert capsys.readouterr().err == ""
 
 
 def test_every_point_of_a_sweep_is_checked_before_the_first_runs(capsys, tmp_path, clean_env):

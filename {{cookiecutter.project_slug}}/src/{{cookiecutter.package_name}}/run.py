@@ -143,8 +143,10 @@ def train(cfg: DictConfig, ckpt_path: str | None) -> pl.Trainer:
     ended = training_ended(trainer, ckpt_path) and (restarted() or cfg.test_after_fit)
     if not ended:
         check_epochs_left(trainer, ckpt_path)
+        # the processes that share each epoch's order: without Lightning's distributed sampler each has all of it
+        shares = processes(trainer) if cfg.trainer.get("use_distributed_sampler", True) else 1
+        check_mid_epoch_batches(getattr(datamodule, "batch_size", None), shares, processes_key(trainer), ckpt_path)
     check_deepspeed_world_size(trainer, ckpt_path)
-    check_mid_epoch_batches(trainer, getattr(datamodule, "batch_size", None), ckpt_path)
     if changed:  # a resume with other optimizer settings: Lightning would restore the old ones
         trainer.callbacks.append(OptimizerSettingsFromConfig(changed))
     ranks = processes(trainer)

@@ -29,6 +29,8 @@ from .targets import (
 from .values import check_values, home_sign
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
+# groups whose choices add to each other (overlays, lists of callbacks): a list of several may merge
+MERGED = ("experiment", "callbacks")
 REMOVABLE = ("logger", "experiment")  # the top-level keys that `~key` may leave out (run.py does without)
 HIDDEN = ("localslurm",)  # the tests' own Slurm; names starting with _ are bases of the others
 
@@ -84,16 +86,29 @@ def merge_problem(error: Exception, node_at: Callable[[str], Any] | None = None)
     for a key with keys below it, or a mapping for a list. None for another error. `node_at(K)`:
     the config's node at K, to find which key of a mapping V does not fit (Hydra names K)."""
     merged = re.fullmatch(r"Error merging override (([^=+][^=]*)=.*)", one_line(str(error)))  # +key: already there
-    held = re.search(r"Cannot merge \w+ with \w+.*object_type=(dict|list)", one_line(str(error.__cause__ or "")))
+    cause = one_line(str(error.__cause__ or ""))
+    held = re.search(r"Cannot merge \w+ with \w+.*object_type=(\w+)", cause)
+    if merged and not held and (inner := cause_key(error)):  # hydra.run={dir:[1]}: "Cannot convert 'ListConfig' ..."
+        return f"{merged[1]}: {inner}: {cause.split(' full_key:')[0]}. Fix: {inner}=<a value of its kind>"
     if not merged or not held:
         return None
-    given, key, kind = merged[1], merged[2].lstrip("+~"), held[1]
+    given, key, kind = merged[1], merged[2].lstrip("+~"), "list" if held[1] == "list" else "dict"  # or Hydra's own
     value = _parsed_value(given)
-    if isinstance(value, dict) and kind == "dict" and node_at is not None:  # a mapping for a mapping: a key below
-        key, kind = next(_kinds_that_differ(node_at(key), value, f"{key}."), (key, kind))
+    if isinstance(value, dict) and kind == "dict":  # a mapping for a mapping: a key below does not fit
+        found = next(_kinds_that_differ(node_at(key), value, f"{key}."), None) if node_at else None
+        if found is None:
+            fix = f"set them one at a time, {key}.<key>=<value>"
+            return f"{given}: a value of the wrong kind for a key of {key}. Fix: {fix}"
+        key, kind = found
     if kind == "dict":
         return f"{given}: {key} holds keys of its own, not a list. Fix: set them one at a time, {key}.<key>=<value>"
     return f"{given}: {key} is a list, not a mapping. Fix: {key}=[<item>,<item>,...]"
+
+
+def cause_key(error: Exception) -> str | None:
+    """The key that Hydra's error is about, from its cause (`full_key: model.net.b`)."""
+    found = re.search(r"full_key: (\S+)", one_line(str(error.__cause__ or "")))
+    return found[1] if found else None
 
 
 def _parsed_value(override: str) -> Any:
@@ -195,12 +210,15 @@ def _check_keys_nothing_reads(overrides: list[str]) -> None:
             continue
         if key == "resume":
             raise SetupError(f"{override}: resume= takes no +; with it a new run started. Fix: resume={value}")
+        reference = "${" + key + "}"  # +name=exp1 'run_id=${name}': read there
+        if any(reference in other for other in overrides):
+            continue
         keys, _ = _config_keys([chosen for chosen in overrides if _chooses_group(chosen)])
         below = [] if key in keys else [name for name in keys if name.endswith(f".{key}")]  # there: Hydra says so
-        if below:
+        if len(below) == 1:  # +name: cluster.name, strategy.name, ... is no one key meant
             raise SetupError(
-                f"{override}: train.py reads no {key} at the top of the config; {below[0]} is where it is read. "
-                f"Fix: {below[0]}={value}"
+                f"{override}: nothing reads {key} at the top of the config; {below[0]} is where it is read. "
+                f"Fix: {below[0]}={value} (a key of your own: read it as {reference}, or add it to configs/train.yaml)"
             )
 
 
@@ -334,7 +352,10 @@ def _jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
     try:
         return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
     except HydraException:  # a sweep that another sweeper plugin understands: it checks it
-        basic = not any(override.key_or_group == "hydra/sweeper" for override in parsed)
+        chosen = [override for override in overrides if _chooses_group(override)]
+        basic = not any(override.key_or_group == "hydra/sweeper" for override in parsed) and (
+            _chosen_config(chosen).hydra.runtime.choices.get("hydra/sweeper") == "basic"  # else an experiment's
+        )
         for override in parsed:
             if basic and override.is_interval_sweep():  # else Hydra's traceback once the sweep starts
                 key = override.get_key_element()
@@ -357,11 +378,13 @@ def _check_group_value(parsed, given: str) -> None:
     if group.startswith("hydra/"):
         return
     value = None if parsed.is_delete() else parsed.value()
-    several = isinstance(value, list) and len(value) > 1 and group != "experiment"  # experiments: overlays, may merge
+    several = isinstance(value, list) and len(value) > 1 and group not in MERGED
     if several and (allowed := choices(group)):
+        first = str(value[0])
         raise SetupError(
             f"{given}: {group} takes one of its choices ({', '.join(allowed)}); a list of them merges them into one "
-            f"config (Hydra's multi-select), which is none of them. Fix: {group}={value[0]}"
+            f"config (Hydra's multi-select), which is none of them. Fix: "
+            f"{f'{group}={first}' if first in allowed else choice_fix(group, first, allowed)}"
         )
     if parsed.is_delete() or value is not None:
         return
@@ -466,8 +489,8 @@ def _no_such_key(error, key: str, given: str, overrides: list[str]) -> str:
     (also chosen through experiment=smoke) names data=mnist, which has it, not the key itself.
     `model.net={b:1}`: Hydra could not override model.net, which is there; the key missing is
     model.net.b (its cause says)."""
-    found = re.search(r"full_key: (\S+)", one_line(str(error.__cause__ or "")))
-    missing = found[1] if found and found[1].startswith(f"{key}.") else key
+    found = cause_key(error)
+    missing = found if found and found.startswith(f"{key}.") else key
     chosen = [override for override in overrides if _chooses_group(override)]
     keys, picked = _config_keys(chosen)
     command = f"python train.py {' '.join([*chosen, '--cfg job'])}"

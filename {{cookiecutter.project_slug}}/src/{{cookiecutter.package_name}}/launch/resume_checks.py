@@ -189,11 +189,12 @@ def limit_reached(trainer, epochs: int, steps: int) -> str | None:
     return None
 
 
-def check_mid_epoch_batches(trainer, batch_size: int | None, ckpt_path: str | None) -> None:
+def check_mid_epoch_batches(batch_size: int | None, shares: int, shares_key: str, ckpt_path: str | None) -> None:
     """A checkpoint saved in the middle of an epoch resumes it after the batches it had trained, in
     batches of its size on its number of processes (data/resumable.py). With another batch size or
     number of processes the rest of the epoch was not the samples left: some trained twice,
-    others never, without a word."""
+    others never, without a word. `shares`: the processes that share each epoch's order (1
+    without Lightning's distributed sampler); `shares_key`: what sets them."""
     state = _saved_state(ckpt_path)
     try:
         fit = state["loops"]["fit_loop"]
@@ -203,15 +204,15 @@ def check_mid_epoch_batches(trainer, batch_size: int | None, ckpt_path: str | No
         whole = bool(fit["epoch_loop.batch_progress"]["is_last_batch"])  # saved after the epoch's last batch
     except (KeyError, TypeError, ValueError):  # written before these were kept, or by a loader of one's own
         return
-    here = (batch_size, trainer.world_size)
+    here = (batch_size, shares)
     if batches == 0 or whole or batch_size is None or saved == here:
         return
     raise SetupError(
         f"data.batch_size={here[0]} on {here[1]} process(es): the checkpoint was saved {batches} batches into "
         f"epoch {epoch}, whose batches were of {saved[0]} samples on {saved[1]} process(es) ({ckpt_path}); the rest "
         "of that epoch would not be the samples it had left (some trained twice, others never). Fix: resume as it "
-        f"was to the epoch's end (data.batch_size={saved[0]}, {saved[1]} process(es), trainer.max_epochs={epoch + 1}), "
-        "then resume again with the new size"
+        f"was to the epoch's end (data.batch_size={saved[0]}, {saved[1]} process(es) by {shares_key}, "
+        f"trainer.max_epochs={epoch + 1}), then resume again with the new size"
     )
 
 

@@ -4,7 +4,6 @@ the same files, defaults lists and ${...} interpolations that train.py composes.
 import fnmatch
 import functools
 import os
-import re
 import shlex
 import socket
 import sys
@@ -63,15 +62,15 @@ def load(group: str, name: str, configs: Path = CONFIGS, overrides: list[str] = 
             config = composed(configs, more, files(configs, group))[group]
         return OmegaConf.to_container(config, resolve=resolve)  # ${oc.env:...} etc. read now, not cached
     except (HydraException, OmegaConfBaseException) as error:  # Hydra's own message spans lines
-        from ..launch.command_line import merge_problem
+        from ..launch.command_line import cause_key, merge_problem
 
         node_at = None if config is None else lambda key: OmegaConf.select(config, key.removeprefix(f"{group}."))
         if problem := merge_problem(error, node_at):
             raise ProfileError(problem) from None
-        missing = re.search(r"full_key: (\S+)", " ".join(str(error.__cause__ or "").split()))
+        missing = cause_key(error)
         if missing and config is not None and "Could not override" in str(error):  # K={a: 1}: K.a is not there
-            given = [prefixed(group, o) for o in overrides if missing[1].startswith(f"{group}.{key_of(o)}.")]
-            check_key(group, config, f"{missing[1].removeprefix(f'{group}.')}=", given=" ".join(given))
+            given = [prefixed(group, o) for o in overrides if missing.startswith(f"{group}.{key_of(o)}.")]
+            check_key(group, config, f"{missing.removeprefix(f'{group}.')}=", given=" ".join(given))
         problem = " ".join(str(error).split("\n")[0].split())
         hint = " (quote a value with special characters: KEY='...')" if "input" in problem else ""
         raise ProfileError(f"{group}={name} {' '.join(overrides)}: {problem}{hint}") from None
