@@ -141,6 +141,20 @@ def test_a_mid_epoch_resume_with_another_batch_size_is_refused_with_the_way_on(t
     run_train(*common, "ckpt_path=last", "data.batch_size=16")
 
 
+def test_the_mid_epoch_check_counts_the_processes_that_share_the_order(tmp_path):
+    """Without Lightning's distributed sampler (+trainer.use_distributed_sampler=false) each process
+    has the whole order: its loader saves 1, and a requeue on as many processes must pass."""
+    from {{ cookiecutter.package_name }}.launch.errors import SetupError
+    from {{ cookiecutter.package_name }}.launch.resume_checks import check_mid_epoch_batches
+
+    loader = {"epoch": 0, "batches": 2, "batch_size": 32, "processes": 1}
+    fit = {"state_dict": {"combined_loader": [loader]}, "epoch_loop.batch_progress": {"is_last_batch": False}}
+    torch.save({"loops": {"fit_loop": fit}}, tmp_path / "mid.ckpt")
+    check_mid_epoch_batches(32, 1, "trainer.devices", str(tmp_path / "mid.ckpt"))
+    with pytest.raises(SetupError, match=r"on 2 process\(es\): the checkpoint was saved 2 batches into epoch 0"):
+        check_mid_epoch_batches(32, 2, "trainer.devices", str(tmp_path / "mid.ckpt"))
+
+
 @pytest.mark.parametrize("in_memory", [True, False], ids=["in-memory", "sample-by-sample"])
 def test_a_resume_in_the_middle_of_an_epoch_trains_the_batches_an_unstopped_run_trains(tmp_path, in_memory):
     """The resumed epoch trained the first batches of its order again and never its last ones, and
