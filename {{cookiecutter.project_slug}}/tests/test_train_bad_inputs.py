@@ -389,6 +389,9 @@ def test_keys_of_ones_own_and_lists_of_callbacks_pass(capsys, tmp_path, clean_en
     check_command_line(["+name=exp1", "run_id=${name}", f"output_root={tmp_path}"])
     check_command_line(["+name=exp1", f"output_root={tmp_path}"])
     check_command_line(["callbacks=[default]", f"output_root={tmp_path}"])
+    # what Lightning adds to the command of the other ranks it starts (subprocess_script.py)
+    lightning = [f"hydra.run.dir={tmp_path}/run", "hydra.job.name=train_ddp_process_1", "hydra.output_subdir=null"]
+    check_command_line([*lightning, f"output_root={tmp_path}"])
     assert capsys.readouterr().err == ""
 
 

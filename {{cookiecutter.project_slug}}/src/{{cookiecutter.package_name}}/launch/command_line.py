@@ -199,9 +199,12 @@ def _check_keys_nothing_reads(overrides: list[str]) -> None:
     the config has it below (trainer.max_epochs) or train.py reads it without + (resume=): Hydra
     added it, and the run trained as if it were not there. hydra.output_subdir: where the run's
     config is kept, which resume= and a requeue read (elsewhere, or null, the run did not resume)."""
+    # Lightning starts the other ranks of one node with the command again, plus hydra.output_subdir=null
+    # (one .hydra, rank 0's) and hydra.job.name=train_ddp_process_<rank>: those are its own.
+    lightnings_rank = any(override.startswith("hydra.job.name=train_ddp_process_") for override in overrides)
     for override in overrides:
         key, _, value = override.lstrip("+~").partition("=")
-        if key == "hydra.output_subdir":
+        if key == "hydra.output_subdir" and not lightnings_rank:
             raise SetupError(
                 f"{override}: a run keeps its config in .hydra (a resume in .hydra/resumes/<time>), where resume= and "
                 "a requeue read it. Fix: leave out hydra.output_subdir"
