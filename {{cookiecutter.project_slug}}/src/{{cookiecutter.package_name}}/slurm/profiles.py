@@ -63,13 +63,14 @@ def load(group: str, name: str, configs: Path = CONFIGS, overrides: list[str] = 
         return OmegaConf.to_container(config, resolve=resolve)  # ${oc.env:...} etc. read now, not cached
     except (HydraException, OmegaConfBaseException) as error:  # Hydra's own message spans lines
         from ..launch.command_line import cause_key, merge_problem
+        from ..launch.run_directory import _key
 
         node_at = None if config is None else lambda key: OmegaConf.select(config, key.removeprefix(f"{group}."))
         if problem := merge_problem(error, node_at):
             raise ProfileError(problem) from None
         missing = cause_key(error)
         if missing and config is not None and "Could not override" in str(error):  # K={a: 1}: K.a is not there
-            given = [prefixed(group, o) for o in overrides if missing.startswith(f"{group}.{key_of(o)}.")]
+            given = [prefixed(group, o) for o in overrides if missing.startswith(f"{group}.{_key(o)}.")]
             check_key(group, config, f"{missing.removeprefix(f'{group}.')}=", given=" ".join(given))
         problem = " ".join(str(error).split("\n")[0].split())
         hint = " (quote a value with special characters: KEY='...')" if "input" in problem else ""
@@ -125,10 +126,6 @@ def check_key(group: str, config, override: str, given: str = "") -> None:
 def override_sign(override: str) -> str:
     """Hydra's +, ++ or ~ before an override's key ("" for none)."""
     return override[: len(override) - len(override.lstrip("+~"))]
-
-
-def key_of(override: str) -> str:
-    return override.removeprefix(override_sign(override)).split("=")[0]
 
 
 def prefixed(group: str, override: str) -> str:
