@@ -207,6 +207,16 @@ BAD_VALUES = [
     (["-sc", "install"], "--shell-completion install: Hydra completes in bash, zsh, fish. Fix: install=bash"),
     (["-sc", "query=bash"], "--shell-completion query=bash: the shell's completion asks this as you press"),  # KeyError
     (["--experimental-rerun", "x.pickle"], "--experimental-rerun x.pickle: Hydra's rerun needs a config.pickle"),
+    # a root config or config folder of one's own: no check ran (a traceback after the run folder was made),
+    # and resume= went on with configs/train.yaml
+    (["--config-name", "big", "seed=1"], "--config-name big: train.py runs configs/train.yaml; its checks and resume"),
+    (["-cn", "big.yaml"], "Fix: your settings as an experiment: configs/experiment/big.yaml, its first line `# @pa"),
+    (["--cfg", "job", "-cn", "big"], "--config-name big: train.py runs configs/train.yaml"),
+    (["-cp", "/tmp/x"], "--config-path /tmp/x: a config folder that resume= would not find again (and train.py's"),
+    (["-cd", "/tmp/x"], "Fix: keep train.yaml in configs/; for config files of your own elsewhere, 'hydra.searchpa"),
+    # train.yaml named as such is checked as ever
+    (["-cn", "train", "trainer.max_epochs=abc"], "trainer.max_epochs=abc: an integer >= 1"),
+    (["-cp", "configs", "-cd", str(PROJECT / "configs"), "data.batch_size=0"], "data.batch_size=0: an integer >= 1"),
     (["--cfg", "job", "model=resnet"], "model=resnet: no such choice of model; allowed: autoencoder, cnn"),
     (["data.root="], "data.root='': a folder (where MNIST is, or is downloaded to), not a file. Fix: e.g. data.root"),
     (["data.root=/etc/hostname"], "data.root=/etc/hostname: a folder (where MNIST is, or is downloaded to), not"),

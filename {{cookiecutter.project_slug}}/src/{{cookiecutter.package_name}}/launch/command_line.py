@@ -184,14 +184,45 @@ def check_arguments(argv: list[str]) -> None:
             "project do not write. Fix: python train.py resume=outputs/<run_id> (the run's config, from its newest "
             "checkpoint), or its overrides again from outputs/<run_id>/.hydra/overrides.yaml"
         )
-    if args.cfg and not (args.config_name or args.config_path):  # prints the config: it must compose
+    if other_configs := _other_configs(args):
+        raise SetupError(other_configs)
+    if args.cfg:  # prints the config: it must compose
         register_resolvers()
         _compose(_jobs(args.overrides, multirun=False)[0])  # a wrong choice or key: one line (values as given)
         return
-    if any(getattr(args, name, None) for name in _HYDRA_ONLY) or args.config_name or args.config_path:
+    if any(getattr(args, name, None) for name in _HYDRA_ONLY):
         return
     _check_keys_nothing_reads(args.overrides)
     check_overrides(args.overrides, args.multirun)
+
+
+def _other_configs(args) -> str | None:
+    """--config-name, --config-path, --config-dir: a root config or config folder other than configs/train.yaml.
+    The checks here and resume= read only train.yaml, and resume= finds no config folder given this way: such a
+    run went unchecked (a wrong value met a traceback, after its folder was made), and its resume took
+    train.yaml's settings. What is wrong with it, or None."""
+    if args.config_name and args.config_name.removesuffix(".yaml") != "train":
+        name = Path(args.config_name).stem
+        return (
+            f"--config-name {args.config_name}: train.py runs configs/train.yaml; its checks and resume= read that "
+            f"one only (another would run unchecked, and resume with train.yaml's settings). Fix: your settings as an "
+            f"experiment: configs/experiment/{name}.yaml, its first line `# @package _global_` (as in "
+            f"experiment/smoke.yaml), then python train.py experiment={name}"
+        )
+    # Hydra reads a relative --config-path from train.py's folder, a relative --config-dir from the working one
+    folders = (("--config-path", args.config_path, CONFIGS.parent), ("--config-dir", args.config_dir, Path.cwd()))
+    for option, folder, base in folders:
+        if folder and (found := (base / Path(folder).expanduser()).resolve()) != CONFIGS:
+            return _config_folder(option, folder, found)
+    return None
+
+
+def _config_folder(option: str, folder: str, found: Path) -> str:
+    return (
+        f"{option} {folder}: a config folder that resume= would not find again (and train.py's checks read "
+        f"configs/ only). Fix: keep train.yaml in configs/; for config files of your own elsewhere, "
+        f"'hydra.searchpath=[file://{found}]' (kept with the run and checked)"
+    )
 
 
 def _check_keys_nothing_reads(overrides: list[str]) -> None:
