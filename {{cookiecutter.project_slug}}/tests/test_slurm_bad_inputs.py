@@ -2,8 +2,10 @@
 exit code 2 and one line that names the key and the value, before any script is written;
 profile values that reach a shell line run nothing."""
 
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,7 +13,7 @@ from {{ cookiecutter.package_name }}.slurm.__main__ import main as slurm_main
 from {{ cookiecutter.package_name }}.slurm.profiles import ProfileError, load
 from {{ cookiecutter.package_name }}.slurm.render import Job
 
-from tests.helpers import project_env
+from tests.helpers import PROJECT, project_env
 
 # (arguments, words the one line must hold)
 BAD_INPUTS = [
@@ -178,6 +180,13 @@ def test_the_script_never_replaces_a_file_that_is_not_a_batch_script(tmp_path, c
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"ERROR: -o {mine}: a file that is not a batch script, which writing would replace.")
     assert mine.read_text() == "print('my training code')\n"
+    # Files that only mention #SBATCH: they were replaced (README.md by a script, the scripts' own template)
+    for name in ("README.md", "docs/deepspeed.md", "src/{{ cookiecutter.package_name }}/slurm/job.sh.j2"):
+        theirs = tmp_path / Path(name).name
+        shutil.copy(PROJECT / name, theirs)
+        assert slurm_main(["-o", str(theirs), "cluster=puhti"]) == 2, name
+        assert capsys.readouterr().err.startswith(f"ERROR: -o {theirs}: a file that is not a batch script")
+        assert theirs.read_text() == (PROJECT / name).read_text()
     script = tmp_path / "job.sh"
     assert slurm_main(["-o", str(script), "cluster=puhti"]) == 0
     assert slurm_main(["-o", str(script), "cluster=puhti", "nodes=2"]) == 0  # its own script: written again

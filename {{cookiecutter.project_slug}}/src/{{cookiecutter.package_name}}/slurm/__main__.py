@@ -122,12 +122,14 @@ def check_train_overrides(train_overrides: list[str]) -> None:
 
 
 def batch_script(path: Path) -> bool:
-    """A batch script (this command's, or another), which -o may write again."""
+    """A batch script (this command's, or another: `#!` first, #SBATCH lines), which -o may write again.
+    A file that only mentions #SBATCH is not one: README.md, the scripts' template, a profile."""
     try:
         with path.open(errors="replace") as file:
-            return "#SBATCH" in file.read(65536)
+            lines = file.read(65536).splitlines()
     except OSError:
         return False
+    return bool(lines) and lines[0].startswith("#!") and any(line.startswith("#SBATCH") for line in lines)
 
 
 def main(argv: list[str] | None = None) -> int:
