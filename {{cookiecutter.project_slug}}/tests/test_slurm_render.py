@@ -189,6 +189,17 @@ def test_profile_overrides_take_each_of_hydras_signs(capsys):
     assert "export NCCL_DEBUG" not in printed
 
 
+def test_a_profiles_training_keys_given_here_reach_train_py(capsys):
+    """cluster.precision=32-true rendered a script that named only cluster=puhti: the job trained in
+    puhti's 16-mixed. The job's size (gpus=, nodes=) and its Slurm settings stay the renderer's."""
+    given = ["cluster.precision=32-true", "cluster.internet=true", "cluster.slurm.time=02:00:00", "gpus=2"]
+    assert slurm_main(["cluster=puhti", *given, "--", "trainer.max_epochs=5"]) == 0
+    expected = 'cluster.devices=2 cluster.precision=32-true cluster.internet=true trainer.max_epochs=5 "$@"'
+    assert expected in capsys.readouterr().out
+    assert slurm_main(["cluster=puhti", "cluster.precision=bogus"]) == 2  # checked as train.py checks it
+    assert "precision=bogus: one of 32-true, 16-mixed" in capsys.readouterr().err
+
+
 def test_python_dash_m_works():
     result = subprocess.run(
         [sys.executable, "-m", "{{ cookiecutter.package_name }}.slurm", "cluster=narvi", "gpus=1"],

@@ -86,6 +86,10 @@ def job_from(settings: list[str], train_overrides: list[str], command: str) -> J
             "(the test partition's). Fix: cluster.slurm.test_time=..., or leave out test=true"
         )
     gpus = values.get("gpus", "all")
+    # The profile's training keys given here (cluster.precision=..., cluster.accelerator=...) train as given too:
+    # the script names only the profile (cluster=puhti), and they were left on this machine without a word.
+    # The job's size is its own (nodes=, gpus=); slurm.* is what is rendered.
+    training = [setting for setting in settings if _trains(setting)]
     return Job(
         cluster=cluster,
         strategy=strategy,
@@ -93,9 +97,14 @@ def job_from(settings: list[str], train_overrides: list[str], command: str) -> J
         nodes=count("nodes", values.get("nodes", "1")),
         gpus_per_node=None if gpus == "all" else count("gpus", gpus),
         test=BOOLEANS[test.lower()],
-        train_overrides=train_overrides,
+        train_overrides=[*training, *train_overrides],
         rendered_by=command,
     )
+
+
+def _trains(setting: str) -> bool:
+    key = setting.lstrip("+~").partition("=")[0]
+    return key.startswith("cluster.") and key.split(".")[1] not in ("slurm", "devices", "num_nodes", "detect")
 
 
 # train.py's overrides that the job's own settings set (the script puts them first): after --,
