@@ -686,6 +686,23 @@ def test_an_explicit_older_checkpoint_into_a_newer_run_is_refused(tmp_path):
         checkpoint_to_resume(str(run / "hpc_ckpt_1.ckpt"), run, None)
 
 
+def test_a_requeue_of_a_run_started_from_a_checkpoint_file_goes_on_from_its_own_work(tmp_path, monkeypatch):
+    """A requeue repeats the job's ckpt_path=<file> (a run fine-tuned from another): it was refused as
+    an older checkpoint into the run ("newer work would be overwritten"), and the job ended at its first
+    requeue. The run's own newest checkpoint is taken; before its first save, the file again."""
+    base = tmp_path / "base" / "last.ckpt"
+    ForwardOnlyCheckpointIO().save_checkpoint({"global_step": 100}, base)
+    run = tmp_path / "run"
+    run.mkdir()
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    assert checkpoint_to_resume(str(base), run, None) == str(base)
+    ForwardOnlyCheckpointIO().save_checkpoint({"global_step": 104}, run / "checkpoints" / "last.ckpt")
+    assert checkpoint_to_resume(str(base), run, None) == str(run / "checkpoints" / "last.ckpt")
+    monkeypatch.delenv("SLURM_RESTART_COUNT")  # a start by hand into that run: refused, as before
+    with pytest.raises(SetupError, match="newer work would be overwritten"):
+        checkpoint_to_resume(str(base), run, None)
+
+
 def test_last_checkpoint_is_also_written_every_n_minutes_mid_epoch(tmp_path):
     """Case 7: besides epoch ends, last.ckpt follows the clock (a tiny interval here)."""
     saves = tmp_path / "saves.txt"

@@ -25,6 +25,7 @@ from tests.helpers import (
     record_validations,
     recorded,
     require_horovod,
+    run_train,
 )
 from tests.sharded import parameters_only
 from tests.slurm_helpers import record_starts, starts_of, write_script
@@ -182,11 +183,18 @@ def test_a_requeue_during_a_validation_resumes_with_that_whole_validation(local_
     assert validations.read_text().split() == ["0", "1"], "a validation was skipped or run twice"
 
 
-def test_torchrun_job_is_requeued_by_its_batch_shell(local_slurm, tmp_path):
+@pytest.mark.parametrize("from_file", [False, True], ids=["new-run", "run-from-a-checkpoint-file"])
+def test_torchrun_job_is_requeued_by_its_batch_shell(local_slurm, tmp_path, from_file):
     """Under torchrun the batch shell gets the signal (--signal=B:USR1@90), requeues the job,
-    and the requeued run resumes from last.ckpt instead of starting again from zero."""
+    and the requeued run resumes from last.ckpt instead of starting again from zero. Also a run
+    started from another run's checkpoint (ckpt_path=<file>), which the requeue repeats after the
+    script's ckpt_path=last: it was refused as older than the run's own work, and the job FAILED."""
     starts, record = tmp_path / "starts", tmp_path / "record"
-    script, job_id = start_slow_job(local_slurm, tmp_path, launcher="torchrun")
+    base = []
+    if from_file:  # one epoch of 4 steps on one process
+        run_train(*FAST, "trainer.max_epochs=1", f"output_root={tmp_path / 'base'}", "run_id=base")
+        base = [f"ckpt_path={tmp_path / 'base' / 'base' / 'checkpoints' / 'last.ckpt'}"]
+    script, job_id = start_slow_job(local_slurm, tmp_path, "torchrun", 12, *base)
     local_slurm.command("scancel", "--batch", "--signal=USR1", job_id)
     local_slurm.release_requeued(job_id)
     info = local_slurm.wait(job_id, timeout=600)
@@ -195,11 +203,11 @@ def test_torchrun_job_is_requeued_by_its_batch_shell(local_slurm, tmp_path):
     assert f"SIGUSR1: requeueing job {job_id}" in log
 
     first, second = starts_of(starts)
-    assert first == (0, 0)
-    assert second[0] >= 1 and second[1] >= 2, f"the requeued run started at epoch/step {second}, not from last.ckpt"
+    assert first == ((1, 4) if from_file else (0, 0))
+    assert second[0] > first[0] and second[1] > first[1], f"the requeued run started at {second}, not from last.ckpt"
     weights, _ = recorded(record)
     assert_same_weights(weights, world_size=4)
-    assert {w["global_step"] for w in weights} == {12 * 2}
+    assert {w["global_step"] for w in weights} == {first[1] + (12 - first[0]) * 2}  # 2 steps an epoch on 4 ranks
 
 
 @pytest.mark.timeout(1200)  # four starts of 4 ranks on a CI machine of 2 cores

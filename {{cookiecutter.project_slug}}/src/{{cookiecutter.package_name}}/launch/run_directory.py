@@ -313,6 +313,10 @@ def checkpoint_to_resume(ckpt_path: str | None, run_dir: Path, subdir: str | Non
         )
     newest = newest_checkpoint(run_dir)
     resume = resume_command(run_dir)
+    if ckpt_path not in (None, "last") and newest and restarted():
+        # A run started from a checkpoint file (fine-tuning): its requeue or torchrun restart repeats that
+        # ckpt_path, and goes on from the run's own newer work instead (before: refused, the job ended).
+        ckpt_path = "last"
     problem = None
     if ckpt_path is None and newest and not restarted():
         fresh = "start fresh with another run_id=... (default: a new one per start)"
