@@ -262,6 +262,8 @@ BAD_VALUES = [
     (["logger.save_dir=/proc/x"], "logger.save_dir=/proc/x: cannot be written: /proc is not writable"),  # a traceback
     (["output_root=${oc.env:RV_UNSET}"], "'RV_UNSET' not found\". Fix: set what it refers to, or give output_root"),
     (["ckpt_path=/nonexistent.ckpt"], "ckpt_path=/nonexistent.ckpt: no such file or directory. Fix: ckpt_path=last"),
+    (["ckpt_path="], "ckpt_path='': a checkpoint to start from. Fix: ckpt_path=last with run_id=<the run>, or the"),
+    (["ckpt_path=' '"], "or leave it out to start fresh"),  # both: a traceback after the run folder was made
 ]
 
 
