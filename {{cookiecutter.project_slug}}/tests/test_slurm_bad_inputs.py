@@ -58,6 +58,14 @@ BAD_INPUTS = [
     (["cluster=lumi", "cluster.slurm.time=2-12"], "partition standard-g of cluster=lumi takes at most 2-00:00:00"),
     (["cluster=mahti", "cluster.slurm.partition=gpumedium", "cluster.slurm.time=40:00:00"], "takes at most 1-12:00:00"),
     (["cluster=puhti", "cluster.slurm.partitions.0.max_time=3days"], "cluster.slurm.partitions.0.max_time=3days"),
+    # a partition named beyond its size limits: rendered, for sbatch to refuse (or to wait for ever)
+    (
+        ["cluster=puhti", "cluster.slurm.partition=gpu", "nodes=50"],
+        "nodes=50 x gpus=4: partition gpu of cluster=puhti takes at most 20 node(s) (configs/cluster/puhti.yaml). "
+        "Fix: a job within those, or leave out cluster.slurm.partition to have the partition picked by the job's size",
+    ),
+    (["cluster=lumi", "cluster.slurm.partition=small-g", "gpus=8"], "takes at most 4 node(s), 7 GPUs per node"),
+    (["cluster=mahti", "cluster.slurm.partition=gpusmall", "gpus=4"], "takes at most 1 node(s), 2 GPUs in all"),
     # YAML's reading of an unquoted 12:00:00: 43200 minutes, 30 days
     (["cluster=puhti", "cluster.slurm.time=43200"], "cluster.slurm.time=43200: 43200 minutes, as Slurm reads a number"),
     (["cluster=puhti", "cluster.slurm.account=my project"], "cluster.slurm.account=my project"),

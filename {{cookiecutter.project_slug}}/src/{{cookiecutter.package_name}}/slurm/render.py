@@ -144,8 +144,16 @@ def partition(job: Job) -> str | None:
             )
         return job.slurm["test_partition"]
     rules = job.slurm.get("partitions") or []
-    if job.slurm.get("partition"):
-        check_time_fits(job, next((rule for rule in rules if rule["name"] == job.slurm["partition"]), {}))
+    if job.slurm.get("partition"):  # named: its limits, where the profile knows them (else sbatch judges)
+        rule = next((rule for rule in rules if rule["name"] == job.slurm["partition"]), {})
+        if not fits(rule, job):  # sbatch refuses it, or it waits for ever
+            limits = ", ".join(f"{rule[key]} {what}" for key, what in LIMITS.items() if rule.get(key) is not None)
+            raise ProfileError(
+                f"nodes={job.nodes} x gpus={job.gpus}: partition {rule['name']} of cluster={job.cluster['name']} takes "
+                f"at most {limits} (configs/cluster/{job.cluster['name']}.yaml). Fix: a job within those, or leave "
+                "out cluster.slurm.partition to have the partition picked by the job's size"
+            )
+        check_time_fits(job, rule)
         return job.slurm["partition"]
     sized = [rule for rule in rules if fits(rule, job)]
     for rule in sized:
@@ -177,6 +185,9 @@ def check_time_fits(job: Job, rule: dict) -> None:
             f"at most {limit} (configs/cluster/{job.cluster['name']}.yaml). Fix: cluster.slurm.time="
             f"{slurm_time(seconds(limit))} or less: at its limit the job saves, requeues itself and resumes"
         )
+
+
+LIMITS = {"max_nodes": "node(s)", "max_gpus_per_node": "GPUs per node", "max_gpus": "GPUs in all"}  # and max_time
 
 
 def fits(rule: dict, job: Job) -> bool:
