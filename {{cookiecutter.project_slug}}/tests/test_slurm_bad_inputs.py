@@ -265,6 +265,20 @@ def test_profile_values_reach_the_shell_as_text_not_commands(tmp_path, capsys):
     assert result.stdout == "/tmp/me\n" and not list(tmp_path.iterdir())
 
 
+def test_a_variable_in_a_path_with_a_space_expands(tmp_path, capsys):
+    """'$HOME/my venv' was quoted as text: the script looked for a folder named $HOME, and the job ran
+    without its venv, without a word."""
+    text = render(["cluster=puhti", "cluster.slurm.venv='$HOME/my venv'", "cluster.slurm.modules=['$HOME x']"], capsys)
+    assert 'module load "$HOME x"' in text
+    venv = tmp_path / "my venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "activate").write_text("echo activated\n")
+    lines = [line for line in text.splitlines() if line.startswith(("if [[", "    source", "fi"))]
+    home = {"HOME": str(tmp_path)}
+    result = subprocess.run(["bash", "-uc", "\n".join(lines)], capture_output=True, text=True, env=home)
+    assert result.stdout == "activated\n", result.stderr
+
+
 def test_an_env_value_of_true_is_exported_as_yaml_wrote_it(capsys):
     """Python's str() exported it as "True"."""
     text = render(["cluster=puhti", "+cluster.slurm.env.WANDB_SILENT=true", "+cluster.slurm.env.N=2"], capsys)

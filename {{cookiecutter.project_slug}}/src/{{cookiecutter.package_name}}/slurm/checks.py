@@ -43,8 +43,8 @@ def shell_word(value) -> str:
     text = str(value)
     if SAFE_WORD.fullmatch(text):
         return text
-    if VARIABLE.search(text) and SAFE_WORD.fullmatch(VARIABLE.sub("x", text)):
-        return f'"{text}"'
+    if VARIABLE.search(text):  # '$HOME/my venv' stayed that text: the venv was not found, without a word
+        return f'"{in_double_quotes(text)}"'
     return shlex.quote(text)
 
 
