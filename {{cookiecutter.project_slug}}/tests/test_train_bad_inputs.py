@@ -260,6 +260,10 @@ BAD_VALUES = [
     (["speed.cudnn_benchmark=maybe"], "speed.cudnn_benchmark=maybe: true or false"),
     (["output_root=/proc/no/such/dir"], "output_root=/proc/no/such/dir: cannot be written: /proc is not writable"),
     (["logger.save_dir=/proc/x"], "logger.save_dir=/proc/x: cannot be written: /proc is not writable"),  # a traceback
+    # folders below save_dir: a traceback once the run folder was made, or logs written outside the run
+    (["logger.name=/proc/x"], "logger.name=/proc/x: a folder inside logger.save_dir (the run's folder), where the log"),
+    (["logger=csv", "logger.version=/tmp/y"], "Fix: a name such as logger.version=logs; for logs elsewhere, logger.s"),
+    (["logger.name=../../escape"], "logger.name=../../escape: a folder inside logger.save_dir"),
     (["output_root=${oc.env:RV_UNSET}"], "'RV_UNSET' not found\". Fix: set what it refers to, or give output_root"),
     (["ckpt_path=/nonexistent.ckpt"], "ckpt_path=/nonexistent.ckpt: no such file or directory. Fix: ckpt_path=last"),
     (["ckpt_path="], "ckpt_path='': a checkpoint to start from. Fix: ckpt_path=last with run_id=<the run>, or the"),

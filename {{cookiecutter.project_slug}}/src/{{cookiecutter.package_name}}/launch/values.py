@@ -461,18 +461,30 @@ def check_output_root(root) -> None:
         )
 
 
+FOLDER_LOGGERS = ("TensorBoardLogger", "CSVLogger", "AppendingCSVLogger")  # save_dir/name/version
+
+
 def check_logger_folder(logger) -> None:
     """A folder of the logger's own (by default the run's: ${output_dir}, which Hydra sets later and
     output_root's check covers): one it cannot make met a traceback once the run folder was made."""
-    if not isinstance(logger, DictConfig) or "save_dir" not in logger or OmegaConf.is_interpolation(logger, "save_dir"):
+    if not isinstance(logger, DictConfig) or "save_dir" not in logger:
         return
-    save_dir = logger.save_dir
+    save_dir = None if OmegaConf.is_interpolation(logger, "save_dir") else logger.save_dir
     reason = isinstance(save_dir, str) and save_dir and unwritable(Path(save_dir), folder=True)
     if reason:
         raise SetupError(
             f"logger.save_dir={save_dir}: {reason}. Fix: leave it out (the logs go into the run's folder), "
             "or a directory you can write"
         )
+    if str(logger.get("_target_")).rsplit(".", 1)[-1] not in FOLDER_LOGGERS:  # W&B's name names the run
+        return
+    for key in ("name", "version"):  # folders below save_dir: /proc/x met a traceback, ../../x wrote elsewhere
+        part = logger.get(key)
+        if isinstance(part, str) and (Path(part).is_absolute() or ".." in Path(part).parts):
+            raise SetupError(
+                f"logger.{key}={part}: a folder inside logger.save_dir (the run's folder), where the logs go. "
+                f"Fix: a name such as logger.{key}=logs; for logs elsewhere, logger.save_dir=<a folder>"
+            )
 
 
 def check_checkpoint(ckpt_path) -> None:
