@@ -292,6 +292,22 @@ def test_a_slurm_sweep_that_sbatch_refuses_stops_with_one_line_before_anything(t
     assert not (tmp_path / "outputs").exists()
 
 
+def test_a_slurm_sweep_whose_submission_sbatch_refuses_stops_with_one_line_and_no_files(tmp_path):
+    """--test-only took the jobs, then sbatch refused the submission (a limit reached meanwhile):
+    before, submitit's traceback, and the sweep's folder kept multirun.yaml and submitit's files."""
+    fake = tmp_path / "bin" / "sbatch"
+    fake.parent.mkdir()
+    says = "sbatch: error: QOSMaxSubmitJobPerUserLimit"
+    fake.write_text(f'#!/bin/sh\ncase "$*" in *--test-only*) exit 0;; esac\necho "{says}" >&2\nexit 1\n')
+    fake.chmod(0o755)
+    env = {**project_env(), "PATH": f"{fake.parent}:{os.environ['PATH']}"}
+    result = run_sweep(*SLURM_SWEEP, f"output_root={tmp_path / 'outputs'}", "seed=1,2", env=env, timeout=300)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"ERROR: sbatch refused the sweep's jobs: {says}. Fix: what sbatch names"), line
+    assert not (tmp_path / "outputs").exists()
+
+
 def on_puhti(*overrides: str) -> list[str]:
     """A Slurm sweep of two points on Puhti, with these overrides."""
     return ["-m", "hydra/launcher=slurm", "cluster=puhti", *overrides, "seed=1,2"]

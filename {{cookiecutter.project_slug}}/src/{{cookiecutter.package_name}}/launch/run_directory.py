@@ -241,9 +241,14 @@ def discard_refused_start(run_dir: str | os.PathLike) -> None:
     whose first point it is, the sweep's folder too (Hydra wrote multirun.yaml there already)."""
     _discard_this_start(Path(run_dir), this_start_subdir())
     sweep = _sweep_folder()
-    if global_rank() != 0 or sweep is None:
-        return
-    if sweep.is_dir() and [path.name for path in sweep.iterdir()] == ["multirun.yaml"]:
+    if global_rank() == 0 and sweep is not None:
+        discard_sweep_folder(sweep)
+
+
+def discard_sweep_folder(sweep: Path, before_points: tuple[str, ...] = ("multirun.yaml",)) -> None:
+    """A sweep's folder that holds only what is written before its points (`before_points`), removed
+    with the folders made for it."""
+    if sweep.is_dir() and {path.name for path in sweep.iterdir()} <= set(before_points):
         shutil.rmtree(sweep)
         if not any(sweep.parent.iterdir()):  # <output_root>/multirun, made for it
             sweep.parent.rmdir()

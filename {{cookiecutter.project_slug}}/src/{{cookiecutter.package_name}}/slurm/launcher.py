@@ -25,7 +25,8 @@ from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
 from omegaconf import OmegaConf
 
-from ..launch.run_directory import resume_command, shown
+from ..launch.command_line import stop
+from ..launch.run_directory import discard_sweep_folder, resume_command, shown
 from ..launch.sweeps import check_sweep_folder, end_unfinished, point_summary
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ class SlurmSweepLauncher(SlurmLauncher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         """Submits a job per point as the plugin does, then waits for all of them."""
         import submitit
+        from submitit.core.utils import FailedJobError
 
         executor = submitit.AutoExecutor(
             cluster="slurm", folder=self.params["submitit_folder"], slurm_max_num_timeout=self.params["max_num_timeout"]
@@ -61,14 +63,18 @@ class SlurmSweepLauncher(SlurmLauncher):
         for num, overrides in zip(nums, job_overrides, strict=True):
             log.info(f"\t#{num} : {' '.join(filter_overrides(overrides))}")
         count = len(nums)
-        jobs = executor.map_array(
-            self,
-            [list(overrides) for overrides in job_overrides],
-            ["hydra.sweep.dir"] * count,
-            nums,
-            [f"job_id_for_{num}" for num in nums],
-            [Singleton.get_state()] * count,
-        )
+        try:
+            jobs = executor.map_array(
+                self,
+                [list(overrides) for overrides in job_overrides],
+                ["hydra.sweep.dir"] * count,
+                nums,
+                [f"job_id_for_{num}" for num in nums],
+                [Singleton.get_state()] * count,
+            )
+        except FailedJobError as error:  # sbatch refused them (sbatch --test-only had taken them): a quota, a limit
+            discard_sweep_folder(sweep_dir, ("multirun.yaml", ".submitit"))  # nothing was submitted
+            stop(f"sbatch refused the sweep's jobs: {error}. Fix: what sbatch names, then the same command", code=1)
         try:
             ends = [_end(job) for job in jobs]  # waits for each
         except KeyboardInterrupt:
