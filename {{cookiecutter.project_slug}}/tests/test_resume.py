@@ -137,6 +137,12 @@ def test_a_mid_epoch_resume_with_another_batch_size_is_refused_with_the_way_on(t
     fix = "(data.batch_size=32, 1 process(es) by trainer.devices, trainer.max_epochs=1)"
     assert line in refused.stderr and fix in refused.stderr
     assert (tmp_path / "limited" / "checkpoints" / "last.ckpt").read_bytes() == saved  # nothing trained
+    # another seed or number of samples: another order, whose first 2 batches were not the ones trained
+    for change, said in ("seed=7", "seed=7: "), ("data.num_samples=512", "512 training samples (data.num_samples"):
+        refused = run_train(*common, "ckpt_path=last", change, check=False)
+        assert refused.returncode == 2 and said in refused.stderr, refused.stderr
+    assert "whose order of samples came from 256 training samples" in refused.stderr
+    assert (tmp_path / "limited" / "checkpoints" / "last.ckpt").read_bytes() == saved
     run_train(*common, "ckpt_path=last", "trainer.max_epochs=1")  # the fix: the epoch's end, then the new size
     run_train(*common, "ckpt_path=last", "data.batch_size=16")
 
@@ -153,6 +159,13 @@ def test_the_mid_epoch_check_counts_the_processes_that_share_the_order(tmp_path)
     check_mid_epoch_batches(32, 1, "trainer.devices", str(tmp_path / "mid.ckpt"))
     with pytest.raises(SetupError, match=r"on 2 process\(es\): the checkpoint was saved 2 batches into epoch 0"):
         check_mid_epoch_batches(32, 2, "trainer.devices", str(tmp_path / "mid.ckpt"))
+    # the order's seed and samples: checked where the checkpoint kept them (older ones did not)
+    check_mid_epoch_batches(32, 1, "trainer.devices", str(tmp_path / "mid.ckpt"), {"seed": 7, "samples": 10})
+    seeded = fit | {"state_dict": {"combined_loader": [loader | {"seed": 42}]}}
+    torch.save({"loops": {"fit_loop": seeded}}, tmp_path / "mid.ckpt")
+    check_mid_epoch_batches(32, 1, "trainer.devices", str(tmp_path / "mid.ckpt"), {"seed": 42, "samples": 10})
+    with pytest.raises(SetupError, match=r"^seed=7: the checkpoint was saved 2 batches into epoch 0, whose order of"):
+        check_mid_epoch_batches(32, 1, "trainer.devices", str(tmp_path / "mid.ckpt"), {"seed": 7, "samples": 10})
 
 
 @pytest.mark.parametrize("in_memory", [True, False], ids=["in-memory", "sample-by-sample"])

@@ -12,6 +12,7 @@ from .callbacks.monitored_metrics import MonitoredMetricsLogged
 from .callbacks.optimizer_settings import OptimizerSettingsFromConfig
 from .callbacks.start_record import StartRecord
 from .callbacks.stop import stop_exit_code
+from .data.resumable import run_seed
 from .hook_costs import (
     NoProfiler,
     cuda_availability_cached,
@@ -145,7 +146,9 @@ def train(cfg: DictConfig, ckpt_path: str | None) -> pl.Trainer:
         check_epochs_left(trainer, ckpt_path)
         # the processes that share each epoch's order: without Lightning's distributed sampler each has all of it
         shares = processes(trainer) if cfg.trainer.get("use_distributed_sampler", True) else 1
-        check_mid_epoch_batches(getattr(datamodule, "batch_size", None), shares, processes_key(trainer), ckpt_path)
+        order = {"seed": run_seed(), "samples": getattr(datamodule, "train_samples", lambda: None)()}
+        batch_size = getattr(datamodule, "batch_size", None)
+        check_mid_epoch_batches(batch_size, shares, processes_key(trainer), ckpt_path, order)
     check_deepspeed_world_size(trainer, ckpt_path)
     if changed:  # a resume with other optimizer settings: Lightning would restore the old ones
         trainer.callbacks.append(OptimizerSettingsFromConfig(changed))

@@ -58,11 +58,14 @@ class ResumableLoader(DataLoader):
     _resume_at = None  # the same, from a checkpoint, until the epoch it names begins
 
     def state_dict(self) -> dict:
-        # The batches' size and the processes sharing the epoch's order: a resume with others would
-        # not continue at the same sample (launch/resume_checks.py: check_mid_epoch_batches).
-        processes = getattr(self.batch_sampler.sampler, "num_replicas", 1)  # Lightning's DistributedSampler
+        # What the epoch's order of samples comes from: the batches' size, the processes that share it,
+        # the seed and the number of samples. A resume with others would not continue at the same
+        # sample (launch/resume_checks.py: check_mid_epoch_batches).
+        sampler = self.batch_sampler.sampler
+        processes = getattr(sampler, "num_replicas", 1)  # Lightning's DistributedSampler
         position = {"epoch": self._position[0], "batches": self._position[1]}
-        return position | {"batch_size": self.batch_sampler.batch_size, "processes": processes}
+        order = {"seed": getattr(sampler, "seed", None), "samples": len(self.dataset)}
+        return position | {"batch_size": self.batch_sampler.batch_size, "processes": processes} | order
 
     def load_state_dict(self, state: dict) -> None:
         self._resume_at = (state["epoch"], state["batches"])

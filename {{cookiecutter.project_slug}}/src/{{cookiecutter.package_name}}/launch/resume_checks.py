@@ -189,12 +189,15 @@ def limit_reached(trainer, epochs: int, steps: int) -> str | None:
     return None
 
 
-def check_mid_epoch_batches(batch_size: int | None, shares: int, shares_key: str, ckpt_path: str | None) -> None:
+def check_mid_epoch_batches(
+    batch_size: int | None, shares: int, shares_key: str, ckpt_path: str | None, order: dict | None = None
+) -> None:
     """A checkpoint saved in the middle of an epoch resumes it after the batches it had trained, in
     batches of its size on its number of processes (data/resumable.py). With another batch size or
     number of processes the rest of the epoch was not the samples left: some trained twice,
     others never, without a word. `shares`: the processes that share each epoch's order (1
-    without Lightning's distributed sampler); `shares_key`: what sets them."""
+    without Lightning's distributed sampler); `shares_key`: what sets them. `order`: the rest of
+    what the order comes from, as the loader's state keeps it ({"seed": ..., "samples": ...})."""
     state = _saved_state(ckpt_path)
     try:
         fit = state["loops"]["fit_loop"]
@@ -204,8 +207,11 @@ def check_mid_epoch_batches(batch_size: int | None, shares: int, shares_key: str
         whole = bool(fit["epoch_loop.batch_progress"]["is_last_batch"])  # saved after the epoch's last batch
     except (KeyError, TypeError, ValueError):  # written before these were kept, or by a loader of one's own
         return
+    if batches == 0 or whole:
+        return
+    _check_same_order(loader, order or {}, f"{batches} batches into epoch {epoch}", epoch, ckpt_path)
     here = (batch_size, shares)
-    if batches == 0 or whole or batch_size is None or saved == here:
+    if batch_size is None or saved == here:
         return
     raise SetupError(
         f"data.batch_size={here[0]} on {here[1]} process(es): the checkpoint was saved {batches} batches into "
@@ -213,6 +219,24 @@ def check_mid_epoch_batches(batch_size: int | None, shares: int, shares_key: str
         "of that epoch would not be the samples it had left (some trained twice, others never). Fix: resume as it "
         f"was to the epoch's end (data.batch_size={saved[0]}, {saved[1]} process(es) by {shares_key}, "
         f"trainer.max_epochs={epoch + 1}), then resume again with the new size"
+    )
+
+
+ORDER_KEYS = {"seed": "seed={}", "samples": "{} training samples (data.num_samples, data.val_size)"}
+
+
+def _check_same_order(loader: dict, order: dict, where: str, epoch: int, ckpt_path: str | None) -> None:
+    """Another seed or number of samples shuffles the epoch otherwise: its first batches are not the
+    ones the checkpoint trained (seed=7 after 42: a quarter of the epoch twice, a quarter never)."""
+    differ = [key for key in ORDER_KEYS if order.get(key) is not None and loader.get(key, order[key]) != order[key]]
+    if not differ:
+        return
+    now = ", ".join(ORDER_KEYS[key].format(order[key]) for key in differ)
+    then = ", ".join(ORDER_KEYS[key].format(loader[key]) for key in differ)
+    raise SetupError(
+        f"{now}: the checkpoint was saved {where}, whose order of samples came from {then} ({ckpt_path}); the "
+        "rest of that epoch would not be the samples it had left (some trained twice, others never). Fix: resume "
+        f"as it was to the epoch's end ({then}, trainer.max_epochs={epoch + 1}), then resume again with the change"
     )
 
 
