@@ -124,6 +124,19 @@ def test_a_run_ended_by_max_steps_mid_epoch_resumes_the_rest_of_that_epoch(tmp_p
     assert (last["epoch"], last["global_step"]) == (1, 8), "2 epochs of 4 steps"
 
 
+def test_a_run_ended_by_max_time_says_how_to_train_on(tmp_path):
+    """Lightning said only "Time limit reached": nothing named the command that trains on."""
+    common = [*FAST, f"output_root={tmp_path}", "trainer.max_epochs=20"]
+    slow = record_starts(tmp_path, seconds_per_step=0.5)
+    ended = run_train(*common, "run_id=timed", "+trainer.max_time={seconds:2}", *slow)
+    said = ended.stdout + ended.stderr  # Lightning's info lines: stdout once Hydra's logging is set up
+    assert "trainer.max_time ended the training at epoch " in said
+    assert f"To train on: python train.py resume={tmp_path / 'timed'} +trainer.max_time=<a longer" in said
+    finished = run_train(*common, "run_id=whole", "trainer.max_epochs=1", "+trainer.max_time={hours:1}")
+    said = finished.stdout + finished.stderr
+    assert "trainer.max_time ended" not in said and "`max_epochs=1` reached" in said
+
+
 def test_a_mid_epoch_resume_with_another_batch_size_is_refused_with_the_way_on(tmp_path):
     """The loader went on after as many batches as the checkpoint had trained, counted in the new
     size: after 2 batches of 32, batches of 16 began at sample 32 of the epoch's order (32-63

@@ -30,6 +30,7 @@ from .launch.resume_checks import (
     check_epochs_left,
     check_mid_epoch_batches,
     check_time_left,
+    stopped_by_time_limit,
     training_ended,
 )
 from .launch.run_directory import (
@@ -37,6 +38,7 @@ from .launch.run_directory import (
     paths_in,
     release,
     remove_made_since,
+    resume_command,
     shown,
     this_start_subdir,
 )
@@ -168,6 +170,12 @@ def train(cfg: DictConfig, ckpt_path: str | None) -> pl.Trainer:
                 rank_zero_info(f"{how} after the training had ended ({shown(ckpt_path)}): {left}")
             else:
                 trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
+                if stopped_by_time_limit(trainer):
+                    rank_zero_info(
+                        f"trainer.max_time ended the training at epoch {trainer.current_epoch}, step "
+                        f"{trainer.global_step}, before its end; saved. To train on: "
+                        f"{resume_command(Path(cfg.output_dir))} +trainer.max_time=<a longer time for the whole run>"
+                    )
             if cfg.test_after_fit:
                 trainer.test(model, datamodule=datamodule, ckpt_path=ckpt_path if ended else None)
     return trainer

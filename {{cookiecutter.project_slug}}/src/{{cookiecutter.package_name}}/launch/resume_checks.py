@@ -143,6 +143,19 @@ def check_time_left(trainer, ckpt_path: str | None) -> None:
         )
 
 
+def stopped_by_time_limit(trainer) -> bool:
+    """`+trainer.max_time` ended the training before its epochs or steps (Lightning said only "Time
+    limit reached", and nothing said how to train on)."""
+    from pytorch_lightning.callbacks import Timer
+
+    timers = [callback for callback in trainer.callbacks if isinstance(callback, Timer)]
+    time_left = timers[0].time_remaining() if timers else None  # None: no limit
+    if time_left is None or time_left > 0:
+        return False
+    epochs_left = trainer.max_epochs is None or trainer.max_epochs < 0 or trainer.current_epoch < trainer.max_epochs
+    return epochs_left and (trainer.max_steps < 0 or trainer.global_step < trainer.max_steps)
+
+
 def check_epochs_left(trainer, ckpt_path: str | None) -> None:
     """A resume whose trainer.max_epochs (or trainer.max_steps) the run has reached already: with
     fewer epochs than trained, Lightning stopped with a traceback ("You restored a checkpoint
