@@ -411,6 +411,19 @@ def test_an_unreadable_newest_checkpoint_stops_with_one_line(tmp_path, monkeypat
         checkpoint_to_resume(None, run, None)
 
 
+def test_a_resume_past_an_unreadable_last_checkpoint_says_so(tmp_path, capsys):
+    """last.ckpt cut short, the best checkpoint whole: the run went on from the best one, and nothing
+    said that last.ckpt was passed over (with the steps trained after the best one)."""
+    run = tmp_path / "run"
+    ForwardOnlyCheckpointIO().save_checkpoint({"global_step": 64}, run / "checkpoints" / "epoch=0-step=64.ckpt")
+    (run / "checkpoints" / "last.ckpt").write_bytes(b"PK\x03\x04 cut short")
+    assert checkpoint_to_resume("last", run, None) == str(run / "checkpoints" / "epoch=0-step=64.ckpt")
+    (line,) = capsys.readouterr().err.splitlines()
+    best = run / "checkpoints" / "epoch=0-step=64.ckpt"
+    said = f"last.ckpt cannot be read (cut short, or not a checkpoint): the run goes on from {best} (step 64), the"
+    assert said in line and line.endswith("the newest that can be")
+
+
 def test_a_resume_of_a_run_that_used_up_its_max_time_stops_with_one_line(tmp_path):
     """Lightning's Timer counts the whole run's time across resumes: such a resume ended at once,
     exit 0, having done nothing (and so would every requeue)."""

@@ -307,7 +307,7 @@ def _discard_this_start(run_dir: Path, subdir: str | None) -> None:
 def checkpoint_to_resume(ckpt_path: str | None, run_dir: Path, subdir: str | None) -> str | None:
     """The checkpoint fit() starts from (None: from scratch), or SetupError for a start that
     would overwrite or roll back a run's work. `subdir`: this start's Hydra output subdir."""
-    from ..callbacks.checkpoints import newest_checkpoint, remove_partial_files
+    from ..callbacks.checkpoints import checkpoint_step, newest_checkpoint, remove_partial_files, run_checkpoints
 
     if global_rank() == 0 and not hold(run_dir):
         _discard_this_start(run_dir, subdir)
@@ -358,6 +358,11 @@ def checkpoint_to_resume(ckpt_path: str | None, run_dir: Path, subdir: str | Non
         remove_partial_files(run_dir)
     if ckpt_path not in (None, "last"):
         return ckpt_path
+    if newest and global_rank() == 0:  # one cut short (a full disk, a copy stopped halfway): said, not passed over
+        for path in run_checkpoints(run_dir):
+            if path.is_file() and checkpoint_step(path) < 0:
+                print(f"{shown(path)} cannot be read (cut short, or not a checkpoint): the run goes on from "
+                      f"{shown(newest[0])} (step {newest[1]}), the newest that can be", file=sys.stderr)  # fmt: skip
     return str(newest[0]) if newest else None
 
 
