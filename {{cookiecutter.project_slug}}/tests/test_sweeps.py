@@ -258,9 +258,22 @@ def test_two_sweeps_started_in_one_second_get_their_own_directories(tmp_path):
     assert re.fullmatch(rf"out/multirun/\d\d\d\d-\d\d-\d\d_\d\d-\d\d-\d\d_{pid}", directory), directory
 
 
-def test_a_multi_process_sweep_on_this_machine_is_refused_with_the_reason(tmp_path):
-    result = run_sweep(*FAST, "trainer.accelerator=cpu", "trainer.devices=2", f"output_root={tmp_path}", "seed=1,2")
+GPUS = torch.cuda.device_count()
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "devices", "processes"),
+    [
+        ("cpu", "2", 2),
+        # every GPU: counted as 1 process, and each DDP rank would have run the whole sweep
+        pytest.param("gpu", "-1", GPUS, marks=[pytest.mark.cuda, pytest.mark.skipif(GPUS < 2, reason="2 GPUs")]),
+    ],
+)
+def test_a_multi_process_sweep_on_this_machine_is_refused_with_the_reason(tmp_path, accelerator, devices, processes):
+    common = [*FAST, f"trainer.accelerator={accelerator}", f"trainer.devices={devices}", f"output_root={tmp_path}"]
+    result = run_sweep(*common, "seed=1,2")
     assert result.returncode == 2
+    assert f"multirun with {processes} processes (trainer.devices={devices} x" in result.stderr
     assert "Fix: submit one Slurm job per point (-m hydra/launcher=slurm" in result.stderr
     assert "Traceback" not in result.stderr
     assert not list(tmp_path.rglob("*.ckpt"))

@@ -13,7 +13,6 @@ from omegaconf import DictConfig
 
 from ..speed import check_fused, check_speed
 from .errors import SetupError
-from .sweeps import check_multirun
 from .topology import check_topology
 
 
@@ -184,7 +183,6 @@ def check_environment(cfg: DictConfig) -> None:
     check_sync_batchnorm(cfg.trainer.sync_batchnorm, cfg.trainer.accelerator, cuda_available)
     check_backend(cfg.strategy, cfg.trainer.accelerator, cuda_available)
     check_logger(cfg.get("logger"))
-    check_multirun(cfg)
     check_speed(cfg.speed, cfg.strategy)
     check_fused(cfg.model)
 
