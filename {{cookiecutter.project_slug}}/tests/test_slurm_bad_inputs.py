@@ -20,6 +20,9 @@ BAD_INPUTS = [
     (["cluster=puhti", "nodes=0"], "nodes=0"),
     (["cluster=puhti", "nodes=-3"], "nodes=-3"),
     (["cluster=puhti", "nodes=abc"], "nodes=abc"),
+    (["cluster=puhti", "nodes=2_0"], "nodes=2_0: a whole number from 1, e.g. nodes=2"),  # Python's 20
+    # the script named cluster=mypuhti: "no such choice of cluster"
+    (["cluster=puhti", "cluster.name=mypuhti"], "cluster.name=mypuhti: a profile's name is its file's, which the scr"),
     (["cluster=puhti", "gpus=-1"], "gpus=-1"),
     (["cluster=puhti", "gpus=0"], "gpus=0"),
     (["cluster=puhti", "gpus=foo"], "gpus=foo: a whole number from 1, or all (every GPU of a node)"),

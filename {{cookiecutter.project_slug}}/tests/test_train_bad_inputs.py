@@ -40,6 +40,9 @@ BAD_VALUES = [
     (["data=synthetic", "data.image_shape=[3,5,32]"], "data.image_shape=[3,5,32]: [channels, height, width]"),
     (["data=synthetic", "model.num_classes=5"], "model.num_classes=5: fewer than the data's 10 classes"),
     (["data=synthetic", "data.num_classes=20", "model.num_classes=9"], "model.num_classes=9: fewer than the data's 20"),
+    # one class: the accuracy refused it once the run folder was made, naming model.*
+    (["data=synthetic", "data.num_classes=1"], "data.num_classes=1: an integer >= 2. Fix: e.g. data.num_classes=10"),
+    (["model.num_classes=1"], "model.num_classes=1: an integer >= 2"),
     (["model.num_classes=5"], f"fewer than the data's 10 classes ({MNISTDataModule.__module__}.MNISTDataModule.num"),
     # the network built for other images: a traceback at its first step ("cannot be multiplied")
     (["model.net.image_shape=[1,32,32]"], "model.net.image_shape=[1,32,32]: the data's images are [1,28,28] ("),
@@ -780,7 +783,7 @@ STARTED += [
         "callbacks.checkpoint: ModelCheckpoint refuses these settings: `mode` can be min, max but got maximum. Fix: "
         "change the callbacks.checkpoint.* setting it names",
     ),
-    (["experiment=smoke", "data.num_classes=1"], "model: ImageClassifier refuses these settings: Expected argument"),
+    (["experiment=smoke", "+model.net.dropout=1.5"], "model.net: MnistCNN refuses these settings: dropout probabil"),
     (["experiment=smoke", "trainer.devices=-1"], "trainer: Lightning's Trainer refuses these settings: `devices` sel"),
 ]
 STARTED_IDS += ["callback-refuses", "model-refuses", "trainer-refuses-devices"]

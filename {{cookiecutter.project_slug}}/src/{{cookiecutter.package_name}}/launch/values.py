@@ -34,6 +34,10 @@ def positive_int(value) -> bool:
     return _int(value) and value >= 1
 
 
+def classes(value) -> bool:
+    return _int(value) and value >= 2  # one class: nothing to tell apart (the accuracy refused it, naming model.*)
+
+
 def non_negative_int(value) -> bool:
     return _int(value) and value >= 0
 
@@ -208,7 +212,7 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     ("data.batch_size", positive_int, "an integer >= 1 (samples per process and step)", "data.batch_size=128"),
     ("data.num_workers", workers, "auto or an integer >= 0 (DataLoader workers per process)", "data.num_workers=auto"),
     ("data.num_samples", positive_int, "an integer >= 1", "data.num_samples=8192"),
-    ("data.num_classes", positive_int, "an integer >= 1", "data.num_classes=10"),
+    ("data.num_classes", classes, "an integer >= 2", "data.num_classes=10"),
     ("data.image_shape", image_shape, IMAGE_SHAPE, "data.image_shape=[1,28,28]"),
     ("data.root", folder, "a folder (where MNIST is, or is downloaded to), not a file", "data.root=data"),
     ("data.val_size", non_negative_int, "an integer >= 0 (images held out of the 60000)", "data.val_size=5000"),
@@ -225,7 +229,7 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     row("speed.matmul_precision", one_of(*MATMUL_PRECISIONS), f"one of {', '.join(MATMUL_PRECISIONS)}", "high"),
     row("speed.cudnn_benchmark", boolean, "true or false", "true"),
     row("speed.compile", compile_mode, f"false or a torch.compile mode: {', '.join(COMPILE_MODES)}", "default"),
-    ("model.num_classes", positive_int, "an integer >= 1", "model.num_classes=10"),
+    ("model.num_classes", classes, "an integer >= 2", "model.num_classes=10"),
     ("model.net.hidden", positive_int, "an integer >= 1 (units of the hidden layer)", "model.net.hidden=128"),
     ("model.net.image_shape", optional(image_shape), f"null (MNIST's) or {IMAGE_SHAPE}", "model.net.image_shape=null"),
     ("trainer.max_epochs", epochs, "an integer >= 1 (-1: no limit)", "trainer.max_epochs=10"),

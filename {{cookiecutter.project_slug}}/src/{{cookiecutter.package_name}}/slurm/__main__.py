@@ -7,6 +7,7 @@ python -m {{ cookiecutter.package_name }}.slurm --write-scripts      # re-render
 """
 
 import argparse
+import re
 import shlex
 import shutil
 import subprocess
@@ -26,11 +27,10 @@ BOOLEANS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "
 
 def count(key: str, text: str) -> int:
     """nodes=2, gpus=4: a whole number from 1 (a Job refuses 0 and negatives with the fix)."""
-    try:
+    if re.fullmatch(r"-?\d+", text):  # not int()'s 2_0 (20) or " 2"
         return int(text)
-    except ValueError:
-        every = ", or all (every GPU of a node)" if key == "gpus" else ""
-        raise ProfileError(f"{key}={text}: a whole number from 1{every}, e.g. {key}=2") from None
+    every = ", or all (every GPU of a node)" if key == "gpus" else ""
+    raise ProfileError(f"{key}={text}: a whole number from 1{every}, e.g. {key}=2")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -62,6 +62,11 @@ def job_from(settings: list[str], train_overrides: list[str], command: str) -> J
         profile_key = key.lstrip("+~").startswith("cluster.")
         if not (sep or key.startswith("~")) or (key not in SETTINGS and not profile_key):
             raise ProfileError(f"{setting!r}: expected KEY=VALUE with KEY one of {', '.join(SETTINGS)} or cluster.*")
+        if key.lstrip("+~") == "cluster.name":  # the script names the profile by its file: cluster=<name> met no such
+            raise ProfileError(
+                f"{setting}: a profile's name is its file's, which the script gives train.py. Fix: leave it out; for "
+                f"a profile of your own, copy configs/cluster/<one>.yaml to configs/cluster/{value or '<name>'}.yaml"
+            )
         if key.lstrip("+~") == "cluster.num_nodes":  # the script gives train.py the job's own: dropped without a word
             fix = f"nodes={value}" if value else "leave it out"
             raise ProfileError(f"{setting}: a job's nodes are its setting nodes=N. Fix: {fix}")
