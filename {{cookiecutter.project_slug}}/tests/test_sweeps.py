@@ -373,6 +373,8 @@ def on_puhti(*overrides: str) -> list[str]:
             "Fix: hydra.launcher.array_parallelism=<value>",
         ),
         (on_puhti("hydra.launcher.stderr_to_stdout=maybe"), "submitit's stderr_to_stdout takes true or false"),
+        # named gpus=[0,1], which nobody typed (-1 and auto: a whole node, below)
+        (on_puhti("trainer.devices=[0,1]"), "trainer.devices=[0, 1]: a point's job takes a node's GPUs by number (or"),
         # submitit's requeue, which the jobs leave to callbacks/requeue.py: changing it changed nothing
         (
             on_puhti("hydra.launcher.max_num_timeout=3"),
@@ -398,6 +400,8 @@ def test_a_slurm_sweep_may_change_submitits_own_settings(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", fake_sbatch(tmp_path / "bin", "Job 1 to start", 0))
     own = ["hydra.launcher.array_parallelism=4", "hydra.launcher.stderr_to_stdout=false", "hydra.launcher.name=lr"]
     check_arguments(["-m", "hydra/launcher=slurm", "cluster=puhti", *own, "seed=1,2", f"output_root={tmp_path}"])
+    for every_gpu in ("trainer.devices=-1", "trainer.devices=auto"):  # as many as a node has: 4 tasks per node
+        check_arguments([*on_puhti(every_gpu), f"output_root={tmp_path}"])
     assert sweep_options("cluster=puhti", *own)["array_parallelism"] == 4
 
 

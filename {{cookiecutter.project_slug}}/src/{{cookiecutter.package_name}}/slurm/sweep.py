@@ -59,7 +59,12 @@ def _minutes(time: str) -> int:
 
 
 def _point_job(root: DictConfig) -> dict:
-    return job_options(root.cluster, root.trainer.num_nodes, root.trainer.devices, root.strategy.name, "srun")
+    devices = root.trainer.devices
+    if devices in (-1, "auto"):  # every GPU of a node, as the renderer's gpus=all
+        devices = None
+    elif isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:  # not as gpus=, which none typed
+        raise ProfileError(f"trainer.devices={devices}: a point's job takes a node's GPUs by number (or -1, auto: all)")
+    return job_options(root.cluster, root.trainer.num_nodes, devices, root.strategy.name, "srun")
 
 
 def check_slurm_sweep(multirun: bool) -> None:
