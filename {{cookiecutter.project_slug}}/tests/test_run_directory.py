@@ -604,6 +604,20 @@ io.save_checkpoint({"global_step": 5, "weights": torch.zeros(1000), "then": Kill
 """
 
 
+def test_on_a_step_tie_last_ckpt_is_the_newest_whatever_the_file_times(tmp_path):
+    """A run copied with `cp -r` (every file the copy's time): a tie between the best checkpoint (saved
+    at a validation's end) and last.ckpt (at the training's end, after it) went by the copy's order,
+    and a finished run resumed from its best checkpoint, as if an epoch were left."""
+    run = tmp_path / "run"
+    best, last = run / "checkpoints" / "epoch=1-step=128.ckpt", run / "checkpoints" / "last.ckpt"
+    for path in (best, last):
+        ForwardOnlyCheckpointIO().save_checkpoint({"global_step": 128}, path)
+    os.utime(last, (1000, 1000))  # copied first
+    assert newest_checkpoint(run) == (last, 128)
+    ForwardOnlyCheckpointIO().save_checkpoint({"global_step": 160}, best)
+    assert newest_checkpoint(run) == (best, 160)  # a higher step wins
+
+
 def test_a_kill_during_a_checkpoint_write_keeps_the_previous_checkpoint(tmp_path):
     """Killed (SIGKILL) in the middle of writing: last.ckpt is still the previous one and
     loads; the partial file is not a checkpoint, and the next start removes it."""

@@ -66,16 +66,19 @@ def run_checkpoints(run_dir: Path) -> list[Path]:
 
 
 def newest_checkpoint(run_dir: Path) -> tuple[Path, int] | None:
-    """The checkpoint with the highest global step (the newer file on a tie), and its step."""
+    """The checkpoint with the highest global step, and its step. On a tie last.ckpt, which is saved
+    last at a step (the best one at a validation's end, last.ckpt then at the epoch's or the
+    training's end); else the newer file. Not the file times alone: `cp -r` gives every file the
+    copy's time, and a copied finished run resumed from its best checkpoint, trained on."""
     steps = []
     for path in run_checkpoints(run_dir):
         try:
-            steps.append((checkpoint_step(path), path.stat().st_mtime, path))
+            steps.append((checkpoint_step(path), path.name == "last.ckpt", path.stat().st_mtime, path))
         except FileNotFoundError:  # the best checkpoint replaced by a better one meanwhile
             continue
     if not steps:
         return None
-    step, _mtime, path = max(steps, key=lambda item: item[:2])
+    step, _last, _mtime, path = max(steps, key=lambda item: item[:3])
     return path, step
 
 
