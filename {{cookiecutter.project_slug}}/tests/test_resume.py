@@ -174,6 +174,9 @@ def test_the_mid_epoch_check_counts_the_processes_that_share_the_order(tmp_path)
         check_mid_epoch_batches(32, 2, "trainer.devices", str(tmp_path / "mid.ckpt"))
     # the order's seed and samples: checked where the checkpoint kept them (older ones did not)
     check_mid_epoch_batches(32, 1, "trainer.devices", str(tmp_path / "mid.ckpt"), {"seed": 7, "samples": 10})
+    unseeded = fit | {"state_dict": {"combined_loader": [loader | {"seed": None}]}}  # a sampler of one's own
+    torch.save({"loops": {"fit_loop": unseeded}}, tmp_path / "mid.ckpt")
+    check_mid_epoch_batches(32, 1, "trainer.devices", str(tmp_path / "mid.ckpt"), {"seed": 42, "samples": 10})
     seeded = fit | {"state_dict": {"combined_loader": [loader | {"seed": 42}]}}
     torch.save({"loops": {"fit_loop": seeded}}, tmp_path / "mid.ckpt")
     check_mid_epoch_batches(32, 1, "trainer.devices", str(tmp_path / "mid.ckpt"), {"seed": 42, "samples": 10})

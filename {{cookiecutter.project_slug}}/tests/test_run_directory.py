@@ -713,18 +713,24 @@ def test_an_explicit_older_checkpoint_into_a_newer_run_is_refused(tmp_path):
         checkpoint_to_resume(str(run / "hpc_ckpt_1.ckpt"), run, None)
 
 
-def test_a_requeue_of_a_run_started_from_a_checkpoint_file_goes_on_from_its_own_work(tmp_path, monkeypatch):
+def test_a_requeue_of_a_run_started_from_a_checkpoint_file_goes_on_from_its_own_work(tmp_path, monkeypatch, capsys):
     """A requeue repeats the job's ckpt_path=<file> (a run fine-tuned from another): it was refused as
     an older checkpoint into the run ("newer work would be overwritten"), and the job ended at its first
     requeue. The run's own newest checkpoint is taken; before its first save, the file again."""
     base = tmp_path / "base" / "last.ckpt"
     ForwardOnlyCheckpointIO().save_checkpoint({"global_step": 100}, base)
     run = tmp_path / "run"
-    run.mkdir()
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"ckpt_path='{base}'", "seed=1"]))  # its start
     monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
     assert checkpoint_to_resume(str(base), run, None) == str(base)
     ForwardOnlyCheckpointIO().save_checkpoint({"global_step": 104}, run / "checkpoints" / "last.ckpt")
     assert checkpoint_to_resume(str(base), run, None) == str(run / "checkpoints" / "last.ckpt")
+    assert "Restarted: the run goes on from " in capsys.readouterr().err
+    other = tmp_path / "other.ckpt"  # another start into this folder, with a count left from a requeue: as before
+    ForwardOnlyCheckpointIO().save_checkpoint({"global_step": 50}, other)
+    with pytest.raises(SetupError, match="newer work would be overwritten"):
+        checkpoint_to_resume(str(other), run, None)
     monkeypatch.delenv("SLURM_RESTART_COUNT")  # a start by hand into that run: refused, as before
     with pytest.raises(SetupError, match="newer work would be overwritten"):
         checkpoint_to_resume(str(base), run, None)

@@ -194,8 +194,9 @@ def test_a_profiles_training_keys_given_here_reach_train_py(capsys):
     puhti's 16-mixed. The job's size (gpus=, nodes=) and its Slurm settings stay the renderer's."""
     given = ["cluster.precision=32-true", "cluster.internet=true", "cluster.slurm.time=02:00:00", "gpus=2"]
     assert slurm_main(["cluster=puhti", *given, "--", "trainer.max_epochs=5"]) == 0
-    expected = 'cluster.devices=2 cluster.precision=32-true cluster.internet=true trainer.max_epochs=5 "$@"'
-    assert expected in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert 'cluster.devices=2 cluster.precision=32-true trainer.max_epochs=5 "$@"' in printed
+    assert "WANDB_MODE=offline" not in printed  # cluster.internet: the script's own
     assert slurm_main(["cluster=puhti", "cluster.precision=bogus"]) == 2  # checked as train.py checks it
     assert "precision=bogus: one of 32-true, 16-mixed" in capsys.readouterr().err
 

@@ -273,7 +273,7 @@ def test_a_multi_process_sweep_on_this_machine_is_refused_with_the_reason(tmp_pa
     common = [*FAST, f"trainer.accelerator={accelerator}", f"trainer.devices={devices}", f"output_root={tmp_path}"]
     result = run_sweep(*common, "seed=1,2")
     assert result.returncode == 2
-    assert f"multirun with {processes} processes (trainer.devices={devices} x" in result.stderr
+    assert f"multirun with {processes} processes (trainer.devices; trainer.devices={devices} x" in result.stderr
     assert "Fix: submit one Slurm job per point (-m hydra/launcher=slurm" in result.stderr
     assert "Traceback" not in result.stderr
     assert not list(tmp_path.rglob("*.ckpt"))
@@ -374,7 +374,7 @@ def on_puhti(*overrides: str) -> list[str]:
         ),
         (on_puhti("hydra.launcher.stderr_to_stdout=maybe"), "submitit's stderr_to_stdout takes true or false"),
         # named gpus=[0,1], which nobody typed (-1 and auto: a whole node, below)
-        (on_puhti("trainer.devices=[0,1]"), "trainer.devices=[0, 1]: a point's job takes a node's GPUs by number (or"),
+        (on_puhti("trainer.devices=[0,1]"), "trainer.devices=[0, 1]: a point's job takes a node's GPUs by number. Fi"),
         # submitit's requeue, which the jobs leave to callbacks/requeue.py: changing it changed nothing
         (
             on_puhti("hydra.launcher.max_num_timeout=3"),

@@ -140,7 +140,7 @@ def train(cfg: DictConfig, ckpt_path: str | None) -> pl.Trainer:
     read_step_signatures_once(model)
     changed = check_checkpoint_fits(model, ckpt_path, optimizer_settings(cfg))
     trainer = build_trainer(cfg)
-    check_multirun(cfg, processes(trainer))
+    check_multirun(cfg, processes(trainer), processes_key(trainer))
     check_time_left(trainer, ckpt_path)
     # A requeue or torchrun restart after the training's end (a node failed while test_after_fit
     # tested), or a resume of a run stopped while it tested: what is left is the test, if any.

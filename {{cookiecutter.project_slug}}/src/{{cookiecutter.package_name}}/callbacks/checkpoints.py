@@ -65,21 +65,25 @@ def run_checkpoints(run_dir: Path) -> list[Path]:
     return [path for path in found if not path.name.endswith(PARTIAL)]
 
 
-def newest_checkpoint(run_dir: Path) -> tuple[Path, int] | None:
-    """The checkpoint with the highest global step, and its step. On a tie last.ckpt, which is saved
-    last at a step (the best one at a validation's end, last.ckpt then at the epoch's or the
-    training's end); else the newer file. Not the file times alone: `cp -r` gives every file the
-    copy's time, and a copied finished run resumed from its best checkpoint, trained on."""
+def checkpoint_steps(run_dir: Path) -> list[tuple[Path, int]]:
+    """Every checkpoint of a run and its step (-1: unreadable), the newest last: the highest step;
+    on a tie last.ckpt, which is saved last at a step (the best one at a validation's end, last.ckpt
+    then at the epoch's or the training's end); else the newer file. Not the file times alone:
+    `cp -r` gives every file the copy's time, and a copied finished run resumed from its best
+    checkpoint, trained on."""
     steps = []
     for path in run_checkpoints(run_dir):
         try:
             steps.append((checkpoint_step(path), path.name == "last.ckpt", path.stat().st_mtime, path))
         except FileNotFoundError:  # the best checkpoint replaced by a better one meanwhile
             continue
-    if not steps:
-        return None
-    step, _last, _mtime, path = max(steps, key=lambda item: item[:3])
-    return path, step
+    return [(path, step) for step, _last, _mtime, path in sorted(steps, key=lambda item: item[:3])]
+
+
+def newest_checkpoint(run_dir: Path) -> tuple[Path, int] | None:
+    """The newest checkpoint of a run (checkpoint_steps) and its step."""
+    steps = checkpoint_steps(run_dir)
+    return steps[-1] if steps else None
 
 
 def remove_partial_files(run_dir: Path) -> None:

@@ -241,7 +241,8 @@ ORDER_KEYS = {"seed": "seed={}", "samples": "{} training samples (data.num_sampl
 def _check_same_order(loader: dict, order: dict, where: str, epoch: int, ckpt_path: str | None) -> None:
     """Another seed or number of samples shuffles the epoch otherwise: its first batches are not the
     ones the checkpoint trained (seed=7 after 42: a quarter of the epoch twice, a quarter never)."""
-    differ = [key for key in ORDER_KEYS if order.get(key) is not None and loader.get(key, order[key]) != order[key]]
+    known = [key for key in ORDER_KEYS if order.get(key) is not None and loader.get(key) is not None]  # a sampler
+    differ = [key for key in known if loader[key] != order[key]]  # of one's own may have no seed; older: no keys
     if not differ:
         return
     now = ", ".join(ORDER_KEYS[key].format(order[key]) for key in differ)

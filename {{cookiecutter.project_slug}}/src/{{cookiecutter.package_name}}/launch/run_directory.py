@@ -307,7 +307,7 @@ def _discard_this_start(run_dir: Path, subdir: str | None) -> None:
 def checkpoint_to_resume(ckpt_path: str | None, run_dir: Path, subdir: str | None) -> str | None:
     """The checkpoint fit() starts from (None: from scratch), or SetupError for a start that
     would overwrite or roll back a run's work. `subdir`: this start's Hydra output subdir."""
-    from ..callbacks.checkpoints import checkpoint_step, newest_checkpoint, remove_partial_files, run_checkpoints
+    from ..callbacks.checkpoints import checkpoint_steps, remove_partial_files
 
     if global_rank() == 0 and not hold(run_dir):
         _discard_this_start(run_dir, subdir)
@@ -316,11 +316,16 @@ def checkpoint_to_resume(ckpt_path: str | None, run_dir: Path, subdir: str | Non
             "(two at once would overwrite each other's checkpoints). Fix: wait for it to end, or stop it and then "
             f"`{resume_command(run_dir)}`; or start a new run with another run_id=..."
         )
-    newest = newest_checkpoint(run_dir)
+    steps = checkpoint_steps(run_dir)
+    newest = steps[-1] if steps else None
+    readable = newest is not None and newest[1] >= 0  # else only work that cannot be resumed
     resume = resume_command(run_dir)
-    if ckpt_path not in (None, "last") and newest and restarted():
+    if readable and restarted() and _started_from(run_dir, ckpt_path):
         # A run started from a checkpoint file (fine-tuning): its requeue or torchrun restart repeats that
         # ckpt_path, and goes on from the run's own newer work instead (before: refused, the job ended).
+        if global_rank() == 0:
+            print(f"Restarted: the run goes on from {shown(newest[0])} (step {newest[1]}), its own newest "
+                  f"checkpoint, not from ckpt_path={ckpt_path}, which it started from", file=sys.stderr)  # fmt: skip
         ckpt_path = "last"
     problem = None
     if ckpt_path is None and newest and not restarted():
@@ -344,7 +349,7 @@ def checkpoint_to_resume(ckpt_path: str | None, run_dir: Path, subdir: str | Non
             "checkpoint), and the run has no other. Fix: copy a good checkpoint of the run into "
             f"{shown(run_dir / 'checkpoints')}, or start a new run from scratch with another run_id=..."
         )
-    elif ckpt_path not in (None, "last") and newest and Path(ckpt_path).resolve() != newest[0].resolve():
+    elif ckpt_path not in (None, "last") and readable and Path(ckpt_path).resolve() != newest[0].resolve():
         problem = (
             f"ckpt_path={ckpt_path} into {shown(run_dir)}, whose newest checkpoint is {shown(newest[0])} "
             f"(step {newest[1]}): its newer work would be overwritten. "
@@ -359,11 +364,20 @@ def checkpoint_to_resume(ckpt_path: str | None, run_dir: Path, subdir: str | Non
     if ckpt_path not in (None, "last"):
         return ckpt_path
     if newest and global_rank() == 0:  # one cut short (a full disk, a copy stopped halfway): said, not passed over
-        for path in run_checkpoints(run_dir):
-            if path.is_file() and checkpoint_step(path) < 0:
-                print(f"{shown(path)} cannot be read (cut short, or not a checkpoint): the run goes on from "
-                      f"{shown(newest[0])} (step {newest[1]}), the newest that can be", file=sys.stderr)  # fmt: skip
+        for path in (path for path, step in steps if step < 0 and path.is_file()):
+            print(f"{shown(path)} cannot be read (cut short, or not a checkpoint): the run goes on from "
+                  f"{shown(newest[0])} (step {newest[1]}), the newest that can be", file=sys.stderr)  # fmt: skip
     return str(newest[0]) if newest else None
+
+
+def _started_from(run_dir: Path, ckpt_path: str | None) -> bool:
+    """The run's first start (.hydra/overrides.yaml) was given this checkpoint file: a restart that
+    repeats it. Not a start of another run into this folder (a stale SLURM_RESTART_COUNT)."""
+    record = run_dir / ".hydra" / "overrides.yaml"
+    if ckpt_path in (None, "last") or not record.is_file():
+        return False
+    given = [arg.split("=", 1)[1] for arg in yaml.safe_load(record.read_text()) or [] if _key(arg) == "ckpt_path"]
+    return bool(given) and Path(_unquoted(given[-1])).expanduser().resolve() == Path(ckpt_path).expanduser().resolve()
 
 
 def hold(run_dir: Path) -> bool:

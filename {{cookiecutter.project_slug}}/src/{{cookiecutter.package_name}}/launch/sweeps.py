@@ -106,9 +106,10 @@ def check_sweep_folder(config: DictConfig) -> None:
              f"whose points this one would train into. Fix: {fresh_sweep_folder(sweep_dir)}")  # fmt: skip
 
 
-def check_multirun(cfg: DictConfig, processes: int) -> None:
+def check_multirun(cfg: DictConfig, processes: int, processes_key: str) -> None:
     """Refuse a multi-process point in a multirun on this machine (see the module's note).
-    `processes`: as the Trainer counts them (trainer.devices=auto or -1: every GPU it sees)."""
+    `processes`: as the Trainer counts them (trainer.devices=auto or -1: every GPU it sees);
+    `processes_key`: what sets them."""
     if not HydraConfig.initialized():
         return
     hydra = HydraConfig.get()
@@ -116,8 +117,8 @@ def check_multirun(cfg: DictConfig, processes: int) -> None:
         return
     if processes > 1:
         raise SetupError(
-            f"multirun with {processes} processes (trainer.devices={cfg.trainer.devices} x trainer.num_nodes="
-            f"{cfg.trainer.num_nodes}): "
+            f"multirun with {processes} processes ({processes_key}; trainer.devices={cfg.trainer.devices} x "
+            f"trainer.num_nodes={cfg.trainer.num_nodes}): "
             "on this machine Hydra runs the points one by one in this process, and each DDP rank would start "
             "the whole sweep again.\n"
             "Fix: submit one Slurm job per point (-m hydra/launcher=slurm cluster=...), "

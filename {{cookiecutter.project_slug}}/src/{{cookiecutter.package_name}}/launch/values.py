@@ -498,7 +498,7 @@ def check_checkpoint(ckpt_path) -> None:
         return
     fix = "Fix: ckpt_path=last with run_id=<the run>, or the path of a .ckpt file from a run's checkpoints/"
     if not str(ckpt_path).strip():  # the working folder to Path(): a traceback once the run had started
-        raise SetupError(f"ckpt_path='': a checkpoint to start from. {fix}; or leave it out to start fresh")
+        raise SetupError(f"ckpt_path={ckpt_path!r}: a checkpoint to start from. {fix}; or leave it out to start fresh")
     if ckpt_path in OTHER_CHECKPOINT_NAMES:  # before: Lightning's ValueError once the run had started
         raise SetupError(
             f"ckpt_path={ckpt_path}: Lightning's name for a checkpoint of the fit it is running, none when a run "

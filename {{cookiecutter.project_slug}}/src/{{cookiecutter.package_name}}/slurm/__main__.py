@@ -108,8 +108,11 @@ def job_from(settings: list[str], train_overrides: list[str], command: str) -> J
 
 
 def _trains(setting: str) -> bool:
-    key = setting.lstrip("+~").partition("=")[0]
-    return key.startswith("cluster.") and key.split(".")[1] not in ("slurm", "devices", "num_nodes", "detect")
+    """A value of the profile's that training reads (cluster.precision=...): not the job's size, nor
+    what only the renderer reads, nor a deletion (~cluster.precision: trainer.* reads it)."""
+    key = setting.lstrip("+").partition("=")[0]
+    renderer_only = ("slurm", "devices", "num_nodes", "detect", "internet")
+    return key.startswith("cluster.") and key.split(".")[1] not in renderer_only
 
 
 # train.py's overrides that the job's own settings set (the script puts them first): after --,

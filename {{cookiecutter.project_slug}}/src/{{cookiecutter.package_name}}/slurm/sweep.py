@@ -62,8 +62,11 @@ def _point_job(root: DictConfig) -> dict:
     devices = root.trainer.devices
     if devices in (-1, "auto"):  # every GPU of a node, as the renderer's gpus=all
         devices = None
-    elif isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:  # not as gpus=, which none typed
-        raise ProfileError(f"trainer.devices={devices}: a point's job takes a node's GPUs by number (or -1, auto: all)")
+    elif isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:  # the job's refusal said gpus=
+        raise ProfileError(
+            f"trainer.devices={devices}: a point's job takes a node's GPUs by number. Fix: e.g. trainer.devices=4, "
+            "or -1 (auto) for all of a node's"
+        )
     return job_options(root.cluster, root.trainer.num_nodes, devices, root.strategy.name, "srun")
 
 
