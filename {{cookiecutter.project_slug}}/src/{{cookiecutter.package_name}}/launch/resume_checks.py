@@ -123,16 +123,14 @@ def _sharded_shapes(folder: Path) -> dict:
 def check_time_left(trainer, ckpt_path: str | None) -> None:
     """`+trainer.max_time` limits the whole run: Lightning's Timer keeps its count in the checkpoint.
     A resume of a run that used it up ended at once with exit 0, having done nothing."""
-    from pytorch_lightning.callbacks import Timer
-
-    timers = [callback for callback in trainer.callbacks if isinstance(callback, Timer)]
-    if not timers:
+    timer = _timer(trainer)
+    if timer is None:
         return
     try:
         elapsed = float(_saved_state(ckpt_path)["callbacks"]["Timer"]["time_elapsed"]["train"])
     except (KeyError, TypeError, ValueError):  # written without a time limit, or not loadable this way
         return
-    limit = timers[0]._duration  # Lightning's name: seconds (None: no limit)
+    limit = timer._duration  # Lightning's name: seconds (None: no limit)
     if limit is not None and elapsed >= limit:
         raise SetupError(
             f"trainer.max_time: the run has trained {timedelta(seconds=round(elapsed))} of its "
@@ -146,14 +144,18 @@ def check_time_left(trainer, ckpt_path: str | None) -> None:
 def stopped_by_time_limit(trainer) -> bool:
     """`+trainer.max_time` ended the training before its epochs or steps (Lightning said only "Time
     limit reached", and nothing said how to train on)."""
-    from pytorch_lightning.callbacks import Timer
-
-    timers = [callback for callback in trainer.callbacks if isinstance(callback, Timer)]
-    time_left = timers[0].time_remaining() if timers else None  # None: no limit
+    timer = _timer(trainer)
+    time_left = timer.time_remaining() if timer else None  # None: no limit
     if time_left is None or time_left > 0:
         return False
-    epochs_left = trainer.max_epochs is None or trainer.max_epochs < 0 or trainer.current_epoch < trainer.max_epochs
-    return epochs_left and (trainer.max_steps < 0 or trainer.global_step < trainer.max_steps)
+    return limit_reached(trainer, trainer.current_epoch, trainer.global_step) is None
+
+
+def _timer(trainer):
+    """Lightning's Timer, which +trainer.max_time adds (None without one)."""
+    from pytorch_lightning.callbacks import Timer
+
+    return next((callback for callback in trainer.callbacks if isinstance(callback, Timer)), None)
 
 
 def check_epochs_left(trainer, ckpt_path: str | None) -> None:
