@@ -160,6 +160,25 @@ def test_a_mid_epoch_resume_with_another_batch_size_is_refused_with_the_way_on(t
     run_train(*common, "ckpt_path=last", "data.batch_size=16")
 
 
+def test_a_resume_with_another_validation_split_is_refused(tmp_path):
+    """MNIST's data.seed and data.val_size choose the samples held out to validate: a resume with
+    others trained on samples the run had validated on (and picked its best checkpoint by them)."""
+    root = write_small_mnist(tmp_path / "mnist")
+    mnist = ["data=mnist", f"data.root={root}", "data.download=false", "data.val_size=32"]
+    common = [*(arg for arg in FAST if not arg.startswith(("experiment=", "data.num_samples="))), *mnist]
+    common += [f"output_root={tmp_path}", "run_id=split"]
+    run_train(*common, "trainer.max_epochs=1")
+    saved = (tmp_path / "split" / "checkpoints" / "last.ckpt").read_bytes()
+    for change in ("data.seed=1", "data.val_size=64"):
+        refused = run_train(*common, "trainer.max_epochs=2", "ckpt_path=last", change, check=False)
+        assert refused.returncode == 2, refused.stderr
+        line = f"{change}: the checkpoint's run ({tmp_path / 'split' / 'checkpoints' / 'last.ckpt'}) split its data"
+        assert line in refused.stderr and "Fix: resume with data.seed=0 data.val_size=32" in refused.stderr
+        assert "Traceback" not in refused.stderr
+    assert (tmp_path / "split" / "checkpoints" / "last.ckpt").read_bytes() == saved  # nothing trained
+    run_train(*common, "trainer.max_epochs=2", "ckpt_path=last", "seed=7")  # the shuffle's seed may change
+
+
 def test_the_mid_epoch_check_counts_the_processes_that_share_the_order(tmp_path):
     """Without Lightning's distributed sampler (+trainer.use_distributed_sampler=false) each process
     has the whole order: its loader saves 1, and a requeue on as many processes must pass."""

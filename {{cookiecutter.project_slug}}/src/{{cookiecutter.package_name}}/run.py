@@ -29,6 +29,7 @@ from .launch.resume_checks import (
     check_deepspeed_world_size,
     check_epochs_left,
     check_mid_epoch_batches,
+    check_same_split,
     check_time_left,
     stopped_by_time_limit,
     training_ended,
@@ -148,6 +149,7 @@ def train(cfg: DictConfig, ckpt_path: str | None) -> pl.Trainer:
     ended = training_ended(trainer, ckpt_path) and (restarted() or cfg.test_after_fit)
     if not ended:
         check_epochs_left(trainer, ckpt_path)
+        check_same_split(datamodule, ckpt_path)
         # the processes that share each epoch's order: without Lightning's distributed sampler each has all of it
         shares = processes(trainer) if cfg.trainer.get("use_distributed_sampler", True) else 1
         order = {"seed": run_seed(), "samples": getattr(datamodule, "train_samples", lambda: None)()}

@@ -46,6 +46,18 @@ class ImageDataModule(pl.LightningDataModule):
         """How many test samples setup() will make (None: unknown)."""
         return None
 
+    def split_settings(self) -> dict:
+        """The settings (as `data.<key>`) that decide which samples the run trains on and which it holds
+        out to validate. Kept in every checkpoint: a resume with others would validate on samples the
+        weights have trained on (launch/resume_checks.py: check_same_split)."""
+        return {}
+
+    def state_dict(self) -> dict:
+        return {"split": self.split_settings()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Nothing to restore: the split comes from the config, which run.py checks against it before fit."""
+
     def batches(self, stage: str, processes: int) -> int | None:
         """Batches each process gets of the "train", "val" or "test" set (None: unknown before setup).
         The distributed sampler pads to equal shares; training drops the last, partial batch."""

@@ -183,6 +183,9 @@ class MNISTDataModule(ImageDataModule):
     def val_samples(self) -> int:
         return self.val_size
 
+    def split_settings(self) -> dict:
+        return {"data.seed": self.seed, "data.val_size": self.val_size}  # _split's permutation and cut
+
     def test_samples(self) -> int:
         labels = _find(self.root, FILES["test"][1])
         with whole_files(self.root):

@@ -41,6 +41,9 @@ class SyntheticDataModule(ImageDataModule):
     def test_samples(self) -> int:
         return self.val_samples()
 
+    def split_settings(self) -> dict:
+        return {"data.seed": self.seed}  # the classes' prototypes: another seed is another task
+
     def _make(self, num_samples: int, seed: int) -> InMemoryImages:
         # Same seed on every rank: all ranks see the same dataset, the sampler splits it.
         prototype_generator = torch.Generator().manual_seed(self.seed)

@@ -256,6 +256,27 @@ def _check_same_order(loader: dict, order: dict, where: str, epoch: int, ckpt_pa
     )
 
 
+def check_same_split(datamodule, ckpt_path: str | None) -> None:
+    """The samples a run holds out to validate must stay out of its training: a resume with another
+    data.seed or data.val_size (MNIST) trained on samples it had validated on, and chose its best
+    checkpoint by them, without a word. Checked where the checkpoint keeps its data module's split
+    (data/base.py: split_settings); another data module, or an older checkpoint, passes."""
+    saved = _saved_state(ckpt_path).get(type(datamodule).__qualname__)
+    saved = saved.get("split") if isinstance(saved, dict) else None
+    if not isinstance(saved, dict):
+        return
+    here = datamodule.split_settings()
+    differ = [key for key in here if key in saved and saved[key] != here[key]]
+    if differ:
+        now = ", ".join(f"{key}={here[key]}" for key in differ)
+        then = " ".join(f"{key}={value}" for key, value in saved.items())
+        raise SetupError(
+            f"{now}: the checkpoint's run ({ckpt_path}) split its data by {then}; another split would train on "
+            "samples the run has validated on, and validate on samples it has trained on. "
+            f"Fix: resume with {then} (leave {', '.join(differ)} out), or start a new run without resume= / ckpt_path"
+        )
+
+
 def check_deepspeed_world_size(trainer, ckpt_path: str | None) -> None:
     """DeepSpeed resumes its shards only on as many processes as wrote them: with another number
     it stopped inside fit with a traceback ("used a DP world size of 2 but the current world
