@@ -3,6 +3,7 @@
 import csv
 import itertools
 import os
+import re
 import signal
 
 import pytest
@@ -124,17 +125,34 @@ def test_a_run_ended_by_max_steps_mid_epoch_resumes_the_rest_of_that_epoch(tmp_p
     assert (last["epoch"], last["global_step"]) == (1, 8), "2 epochs of 4 steps"
 
 
-def test_a_run_ended_by_max_time_says_how_to_train_on(tmp_path):
-    """Lightning said only "Time limit reached": nothing named the command that trains on."""
-    common = [*FAST, f"output_root={tmp_path}", "trainer.max_epochs=20"]
+def test_a_run_ended_by_max_time_says_how_to_train_on_and_exits_124(tmp_path):
+    """Lightning said only "Time limit reached": nothing named the command that trains on, and the
+    run exited 0 as if finished (a sweep called it COMPLETED). Stopped in its last epoch, Lightning
+    counted that epoch as begun, max_epochs as reached: no line at all, and test_after_fit tested
+    the half-trained weights."""
+    common = [*FAST, f"output_root={tmp_path}"]
     slow = record_starts(tmp_path, seconds_per_step=0.5)
-    ended = run_train(*common, "run_id=timed", "+trainer.max_time={seconds:2}", *slow)
+    ended = run_train(*common, "trainer.max_epochs=20", "run_id=timed", "+trainer.max_time={seconds:2}", *slow,
+                      check=False)  # fmt: skip
     said = ended.stdout + ended.stderr  # Lightning's info lines: stdout once Hydra's logging is set up
-    assert "trainer.max_time ended the training at epoch " in said
+    assert ended.returncode == 124, said
+    assert re.search(r"trainer.max_time ended the training at step \d+ \(\d whole epoch\(s\)\), before its end", said)
     assert f"To train on: python train.py resume={tmp_path / 'timed'} +trainer.max_time=<a longer" in said
-    finished = run_train(*common, "run_id=whole", "trainer.max_epochs=1", "+trainer.max_time={hours:1}")
+    # in the last of 2 epochs (4 steps each, 1 s a step: stopped at step 5 or 6), with a test to follow
+    slower = record_starts(tmp_path, seconds_per_step=1.0)
+    last = ["trainer.max_epochs=2", "run_id=last", "test_after_fit=true", "+trainer.max_time={seconds:5}"]
+    ended = run_train(*common, *last, *slower, check=False)
+    said = ended.stdout + ended.stderr
+    assert ended.returncode == 124, said
+    assert re.search(r"ended the training at step [567] \(1 whole epoch\(s\)\), before its end; saved", said), said
+    assert "To train on (and then tests): python train.py resume=" in said and "test/acc" not in said
+    finished = run_train(*common, "trainer.max_epochs=1", "run_id=whole", "+trainer.max_time={hours:1}")
     said = finished.stdout + finished.stderr
     assert "trainer.max_time ended" not in said and "`max_epochs=1` reached" in said
+    # without max_epochs or max_steps, the time limit is the training's planned end
+    timed_only = ["trainer.max_epochs=-1", "run_id=budget", "+trainer.max_time={seconds:2}"]
+    finished = run_train(*common, *timed_only, *slow)
+    assert "trainer.max_time ended" not in finished.stdout + finished.stderr
 
 
 def test_a_mid_epoch_resume_with_another_batch_size_is_refused_with_the_way_on(tmp_path):

@@ -175,6 +175,21 @@ def test_a_local_sweep_names_each_point_that_did_not_finish_and_runs_the_others(
     assert newest_checkpoint(Path(failed["directory"]))[1] == 8  # 2 epochs of 4 steps
 
 
+def test_a_local_sweep_point_that_its_max_time_ends_is_not_completed_and_the_sweep_goes_on(tmp_path):
+    """+trainer.max_time ended a point before its epochs: the sweep called it COMPLETED and exited 0."""
+    slow = record_starts(tmp_path, seconds_per_step=0.5)
+    limits = ["trainer.max_epochs=20", "+trainer.max_time={seconds:2}", "seed=1,2"]
+    result = run_sweep(*FAST, f"output_root={tmp_path}", *limits, *slow)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    points = summary_of(tmp_path)["points"]
+    assert [point["state"] for point in points] == ["TIMEOUT", "TIMEOUT"], points
+    for point in points:
+        assert point["continue"] == f"Resume: python train.py resume={point['directory']}", point
+        assert f"To train on: python train.py resume={point['directory']} +trainer.max_time=<a longer" in output
+    assert "ERROR: 2 of 2 points of the sweep did not finish (above). Summary: " in result.stderr, output
+
+
 class SignalAtStep(pl.Callback):
     """Test-only: a signal to this process at a training step's end; step -1: as the Trainer is
     built, before training (`step=100`: never, in these short points)."""

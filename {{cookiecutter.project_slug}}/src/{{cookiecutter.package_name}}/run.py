@@ -22,7 +22,7 @@ from .hook_costs import (
 )
 from .launch.checks import check_environment, check_epoch_length, check_test_stage
 from .launch.environment import restarted
-from .launch.errors import SetupError
+from .launch.errors import TIME_LIMIT_EXIT, SetupError
 from .launch.resume_checks import (
     check_checkpoint_fits,
     check_checkpoint_format,
@@ -31,6 +31,7 @@ from .launch.resume_checks import (
     check_mid_epoch_batches,
     check_same_split,
     check_time_left,
+    epochs_done,
     stopped_by_time_limit,
     training_ended,
 )
@@ -174,12 +175,14 @@ def train(cfg: DictConfig, ckpt_path: str | None) -> pl.Trainer:
                 rank_zero_info(f"{how} after the training had ended ({shown(ckpt_path)}): {left}")
             else:
                 trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
-                if stopped_by_time_limit(trainer):
+                if stopped_by_time_limit(trainer):  # not finished: no test yet, and an exit code that says so
+                    test = " (and then tests)" if cfg.test_after_fit else ""
                     rank_zero_info(
-                        f"trainer.max_time ended the training at epoch {trainer.current_epoch}, step "
-                        f"{trainer.global_step}, before its end; saved. To train on: "
+                        f"trainer.max_time ended the training at step {trainer.global_step} ({epochs_done(trainer)} "
+                        f"whole epoch(s)), before its end; saved. To train on{test}: "
                         f"{resume_command(Path(cfg.output_dir))} +trainer.max_time=<a longer time for the whole run>"
                     )
+                    raise SystemExit(TIME_LIMIT_EXIT)
             if cfg.test_after_fit:
                 trainer.test(model, datamodule=datamodule, ckpt_path=ckpt_path if ended else None)
     return trainer

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
-from ..launch.resume_checks import limit_reached
+from ..launch.resume_checks import epochs_done, limit_reached
 from ..launch.run_directory import resume_command, shown
 from .agreement import AgreedFlag, between_optimizer_steps
 from .checkpoints import newest_checkpoint, wait_for_checkpoint_writes
@@ -144,8 +144,7 @@ class SaveOnStop(pl.Callback):
         if not saved and newest and newest[1] < step:  # a second Ctrl-C cut the stop's save short
             where += f" (step {newest[1]}: the {step - newest[1]} step(s) since are lost)"
         stopped = f"Stopped by {reason} at step {step}"
-        epochs = trainer.fit_loop.epoch_progress.current.processed
-        if trainer.testing or limit_reached(trainer, epochs, trainer.global_step):
+        if trainer.testing or limit_reached(trainer, epochs_done(trainer), trainer.global_step):
             # Stopped while testing, or at the last epoch's end: a resume trains nothing, and with
             # test_after_fit it tests (run.py)
             test = f"{resume_command(self.run_dir)} test_after_fit=true"

@@ -14,6 +14,11 @@ class CheckpointNotWritten(Exception):
     run stops, its earlier checkpoints whole (callbacks/checkpoints.py writes atomically)."""
 
 
+# The exit code of a run that its +trainer.max_time ended before its epochs or steps, as `timeout`
+# exits: not finished (run.py), and a sweep's point in that state is not COMPLETED (local_sweep.py).
+TIME_LIMIT_EXIT = 124
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse for the project's commands: a wrong argument prints one line, not usage + error."""
 

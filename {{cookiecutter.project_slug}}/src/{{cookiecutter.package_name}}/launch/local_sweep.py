@@ -8,6 +8,8 @@ ended the whole sweep, and its later points never ran. Here:
 - a point that raises prints its traceback when it ends, and the sweep goes on;
 - a refused point stops the sweep only if it is the first (exit 2, nothing made, as a refused
   run); after that it is named, and the sweep goes on;
+- a point that its +trainer.max_time ended before its end (TIMEOUT) says how to train on, and the
+  sweep goes on;
 - when a point did not finish, the sweep ends with a line for each such point (the command that
   resumes or repeats it), the summary with every point's state, and exit 1.
 Ctrl-C, SIGTERM or a checkpoint that could not be written still end the whole sweep, with the
@@ -25,6 +27,7 @@ from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn
 
+from .errors import TIME_LIMIT_EXIT
 from .run_directory import resume_command, shown
 from .sweeps import check_sweep_folder, end_unfinished, point_summary, write_summary
 
@@ -52,6 +55,9 @@ class LocalSweepLauncher(BasicLauncher):
             try:
                 return train(cfg)
             except SystemExit as end:  # train.py's one line was printed: 2 a refusal, 130 Ctrl-C, ...
+                if end.code == TIME_LIMIT_EXIT:  # the point's own +trainer.max_time: the next point has its own
+                    record["state"] = "TIMEOUT"
+                    return None
                 if end.code != 2 or len(self.points) == 1:
                     record["state"] = "STOPPED"
                     if not record["directory"].is_dir():  # stopped before training: train.py removed it

@@ -143,12 +143,27 @@ def check_time_left(trainer, ckpt_path: str | None) -> None:
 
 def stopped_by_time_limit(trainer) -> bool:
     """`+trainer.max_time` ended the training before its epochs or steps (Lightning said only "Time
-    limit reached", and nothing said how to train on)."""
+    limit reached", and the run exited 0). Rank 0's Timer decided the stop, and decides this for
+    every rank: another rank's may have a moment left. Where neither max_epochs nor max_steps
+    limits the run, the time limit is its planned end."""
     timer = _timer(trainer)
-    time_left = timer.time_remaining() if timer else None  # None: no limit
-    if time_left is None or time_left > 0:
+    if timer is None or not has_epoch_or_step_limit(trainer):
         return False
-    return limit_reached(trainer, trainer.current_epoch, trainer.global_step) is None
+    time_up = trainer.strategy.broadcast(timer.time_remaining() <= 0, src=0)
+    return time_up and limit_reached(trainer, epochs_done(trainer), trainer.global_step) is None
+
+
+def epochs_done(trainer) -> int:
+    """The training's whole epochs. Lightning counts an epoch that a limit (max_time, max_steps) ended
+    in its middle as processed (and current_epoch as the next)."""
+    epochs = trainer.fit_loop.epoch_progress.current
+    batches = trainer.fit_loop.epoch_loop.batch_progress.current.completed
+    ended = 0 < epochs.processed == epochs.ready  # no epoch under way (in one: ready is one more)
+    return epochs.processed - (ended and batches < trainer.num_training_batches)
+
+
+def has_epoch_or_step_limit(trainer) -> bool:
+    return trainer.max_epochs not in (None, -1) or trainer.max_steps not in (None, -1)
 
 
 def _timer(trainer):
