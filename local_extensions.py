@@ -48,6 +48,7 @@ TAKEN_NAMES = {
     "mpi4py", "pluggy", "iniconfig", "pytest_timeout", "aiohttp", "requests", "click", "sentry_sdk",
     "platformdirs", "mpmath", "absl", "six", "urllib3", "certifi", "idna", "attr", "attrs", "markupsafe",
     "torchgen", "cuda", "cython_runtime", "py",
+    "yarl", "multidict", "frozenlist", "propcache", "aiosignal", "aiohappyeyeballs", "async_timeout",  # aiohttp's
     # what they probe for, and import when found: a package of that name is taken for the library
     # (RequirementCache("torch_xla>=2.1"), module_available("scipy"), find_spec, try: import ...).
     # Lightning, Fabric and torchmetrics
@@ -89,7 +90,8 @@ TAKEN_DISTRIBUTIONS = {
     "annotated-types", "typing-inspection", "annotated-doc", "wandb", "sentry-sdk", "gitpython", "gitdb", "smmap",
     "platformdirs", "click", "pytest", "pluggy", "iniconfig", "pytest-timeout", "ruff", "cruft", "cookiecutter",
     "binaryornot", "arrow", "python-dateutil", "six", "tzdata", "python-slugify", "text-unidecode", "typer",
-    "shellingham", "pip", "wheel", "mpi4py",
+    "shellingham", "pip", "wheel", "mpi4py", "yarl", "multidict", "frozenlist", "propcache", "aiosignal",
+    "aiohappyeyeballs", "async-timeout",
     # torch's CUDA libraries (CUDA 12 and 13 builds)
     "cuda-bindings", "cuda-pathfinder", "cuda-toolkit", "nvidia-cublas", "nvidia-cublas-cu12", "nvidia-cuda-cupti",
     "nvidia-cuda-cupti-cu12", "nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc-cu12", "nvidia-cuda-runtime",
@@ -272,8 +274,9 @@ def check_answers(answers):
     answers = {key: value if key.startswith("_") else str(value) for key, value in answers.items()}
     for key, allowed in answers["_choices"].items():
         if answers[key] not in allowed:
-            close = difflib.get_close_matches(answers[key], allowed, n=1)
-            fix = f"{key}={close[0]}" if close else f"one of them, e.g. {key}={allowed[0]}"
+            by_case = {choice.lower(): choice for choice in allowed}  # cluster=PUHTI: puhti
+            close = difflib.get_close_matches(answers[key].lower(), list(by_case), n=1)
+            fix = f"{key}={by_case[close[0]]}" if close else f"one of them, e.g. {key}={allowed[0]}"
             _refuse(key, answers[key], f"not one of {', '.join(allowed)}", fix)
     for key in ("project_name", "author", "description", "email", "slurm_account", "python_version"):
         _check_text(key, answers[key], required=key not in ("description", "email", "slurm_account"))

@@ -37,6 +37,10 @@ LONG = "a_very_long_package_name_ab_cde"  # MAX_NAME + 1 characters
 BAD_ANSWERS = [
     (["cluster=foo"], "cluster='foo': not one of local, puhti, mahti, lumi, palmetto, narvi, generic"),
     (["cluster=lumii"], "Fix: cluster=lumi"),
+    (
+        ["cluster=PUHTI"],
+        "cluster='PUHTI': not one of local, puhti, mahti, lumi, palmetto, narvi, generic. Fix: cluster=puhti",
+    ),
     (["clustr=lumi"], "clustr='lumi': not an answer of this template. Fix: cluster=lumi"),
     (["author_name=Jane Doe"], "author_name='Jane Doe': not an answer of this template. Fix: 'author=Jane Doe'"),
     (["_choices=x"], "_choices='x': not an answer of this template"),
@@ -72,6 +76,8 @@ BAD_ANSWERS = [
     (["project_slug=pytorch_lightning", "package_name=pl_net"], "Fix: project_slug=my-pytorch_lightning"),
     (["project_slug=numpy", "package_name=my_numpy"], "project_slug='numpy': is the name of a package the project"),
     (["project_slug=pip", "package_name=my_pip"], "`pip install -e .` would uninstall it"),
+    (["project_slug=yarl", "package_name=my_yarl"], "project_slug='yarl': is the name of a package the project"),
+    (["package_name=yarl"], "package_name='yarl'"),  # aiohttp's: with it shadowed, aiohttp fails to import
     (["project_name="], "project_name='': is empty"),
     (["project_name=🚀"], "project_slug='': use lowercase ASCII letters"),
     (["author="], "author='': is empty"),
