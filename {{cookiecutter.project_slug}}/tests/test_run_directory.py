@@ -813,7 +813,7 @@ def test_ctrl_c_before_training_begins_exits_130_and_leaves_nothing(program, int
     """Before: KeyboardInterrupt's traceback, and a run folder holding only its .hydra record."""
     run = tmp_path / "run"
     stopped = subprocess.run(
-        [sys.executable, *program, *FAST, f"output_dir={run}", *interrupting],
+        [sys.executable, *program, *FAST, f"output_root={tmp_path}", "run_id=run", *interrupting],
         cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=300,
         preexec_fn=as_in_a_terminal,
     )  # fmt: skip
@@ -826,7 +826,8 @@ def test_ctrl_c_while_train_py_loads_exits_130_with_one_line(tmp_path):
     """Before: KeyboardInterrupt's traceback, exit 1, for a Ctrl-C in train.py's first moments."""
     run = tmp_path / "run"
     stopped = subprocess.run(
-        [sys.executable, "-c", CTRL_C_WHILE_IMPORTING.format(module="hydra"), *FAST, f"output_dir={run}"],
+        [sys.executable, "-c", CTRL_C_WHILE_IMPORTING.format(module="hydra"), *FAST, f"output_root={tmp_path}",
+         "run_id=run"],
         cwd=PROJECT, env=project_env(), capture_output=True, text=True, timeout=300,
         preexec_fn=as_in_a_terminal,
     )  # fmt: skip
@@ -1034,7 +1035,7 @@ def test_a_start_into_a_run_directory_held_by_another_writes_its_record_apart(tm
         assert holder.stdout.readline().strip() == "held"
         assert output_subdir(str(held)).startswith(".hydra/resumes/"), "the other start's is .hydra"
         assert output_subdir(str(free)) == ".hydra"
-        refused = train(f"output_dir={held}")
+        refused = train(f"output_root={tmp_path}", "run_id=held")
         assert refused.returncode == 2 and " is in use: another start" in refused.stderr, refused.stderr
         assert list(held.iterdir()) == []
     finally:
@@ -1103,7 +1104,7 @@ def test_a_loggers_file_that_cannot_be_written_stops_with_one_line(tmp_path):
     """Before: the logger's OSError traceback, where a checkpoint's was one line."""
     run = tmp_path / "run"
     failing = [f"+callbacks.disk_full._target_={__name__}.LoggerDiskFullAtStep", "+callbacks.disk_full.step=6"]
-    result = train(f"output_dir={run}", "trainer.max_epochs=3", *failing)
+    result = train(f"output_root={tmp_path}", "run_id=run", "trainer.max_epochs=3", *failing)
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     line = result.stderr.strip().splitlines()[-1]
     assert line == (
@@ -1141,7 +1142,7 @@ def test_train_py_stops_with_one_line_where_a_checkpoint_cannot_be_written(tmp_p
     that kept the disk full."""
     run = tmp_path / "run"
     failing = [f"+callbacks.disk_full._target_={__name__}.DiskFullFromStep", "+callbacks.disk_full.step=5"]
-    result = train(f"output_dir={run}", "trainer.max_epochs=3", *failing)
+    result = train(f"output_root={tmp_path}", "run_id=run", "trainer.max_epochs=3", *failing)
     assert result.returncode == 1, result.stderr
     line = result.stderr.strip().splitlines()[-1]
     assert line.startswith(f"ERROR: {run / 'checkpoints'}/") and " could not be written at step 8: No space " in line

@@ -236,6 +236,9 @@ BAD_VALUES = [
     (["callbacks.checkpoint.dirpath=null"], "callbacks.checkpoint.dirpath=null: a folder inside the run's (${output_d"),
     (["callbacks.last_checkpoint.dirpath=${output_dir}/ckpts"], "dirpath=${output_dir}/ckpts: the run's own folder"),
     (["callbacks.save_on_stop.run_dir=/proc/x"], "Fix: leave it out; for checkpoints on another disk, output_root="),
+    # the run's checkpoints went there, its .hydra record (which resume= reads) to output_root/run_id
+    (["output_dir=/tmp/x/od"], "output_dir=/tmp/x/od: the run's folder is output_root/run_id, where Hydra keeps its"),
+    (["output_dir=/tmp/x/my run"], "Fix: output_root=/tmp/x run_id='my run'"),
     (["trainer.default_root_dir=/tmp/x"], "trainer.default_root_dir=/tmp/x: the run's own folder (${output_dir}), wh"),
     (["+trainer.default_root_dir=/tmp/x"], "+trainer.default_root_dir=/tmp/x: trainer.default_root_dir is already in"),
     # built without them: a traceback in the first step, once the run folder was made
@@ -306,6 +309,18 @@ def test_wrong_value_stops_with_one_line(overrides, message, capsys, tmp_path, c
     line = refused(overrides, capsys, tmp_path)
     _messages(line)
     assert message in line
+
+
+def test_an_experiment_file_without_its_package_line_stops_with_one_line(capsys, tmp_path, clean_env):
+    """Without `# @package _global_` its settings landed under experiment.*, which nothing reads: the
+    run trained with none of them, exit 0."""
+    (tmp_path / "mine" / "experiment").mkdir(parents=True)
+    (tmp_path / "mine" / "experiment" / "nohead.yaml").write_text("trainer:\n  max_epochs: 1\n")
+    searchpath = f"hydra.searchpath=[file://{tmp_path / 'mine'}]"
+    line = refused([searchpath, "experiment=nohead"], capsys, tmp_path)
+    assert line.startswith("ERROR: experiment=nohead: configs/experiment/nohead.yaml lacks its first line `# @package")
+    (tmp_path / "mine" / "experiment" / "nohead.yaml").write_text("# @package _global_\ntrainer:\n  max_epochs: 1\n")
+    check_command_line([searchpath, "experiment=nohead", f"output_root={tmp_path}"])
 
 
 def test_only_a_group_that_may_be_left_out_is_offered_so(capsys, tmp_path, clean_env):

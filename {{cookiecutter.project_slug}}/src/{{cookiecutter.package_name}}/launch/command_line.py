@@ -240,6 +240,8 @@ def _check_keys_nothing_reads(overrides: list[str]) -> None:
                 f"{override}: a run keeps its config in .hydra (a resume in .hydra/resumes/<time>), where resume= and "
                 "a requeue read it. Fix: leave out hydra.output_subdir"
             )
+        if key == "output_dir" and override.startswith("output_dir="):
+            raise SetupError(_own_output_dir(value))
         if not override.startswith("+") or "." in key or not value:
             continue
         if key == "resume":
@@ -254,6 +256,17 @@ def _check_keys_nothing_reads(overrides: list[str]) -> None:
                 f"{override}: nothing reads {key} at the top of the config; {below[0]} is where it is read. "
                 f"Fix: {below[0]}={value} (a key of your own: read it as {reference}, or add it to configs/train.yaml)"
             )
+
+
+def _own_output_dir(value: str) -> str:
+    """output_dir=...: the run's checkpoints and logs went there, its .hydra record (which resume= reads) to
+    output_root/run_id: a run that no resume found."""
+    folder = Path(value).expanduser()
+    fix = f"output_root={shlex.quote(str(folder.parent))} run_id={shlex.quote(folder.name)}" if folder.name else ""
+    return (
+        f"output_dir={value}: the run's folder is output_root/run_id, where Hydra keeps its record (.hydra) that "
+        f"resume= reads; set apart, its checkpoints would part from it. Fix: {fix or 'output_root=... run_id=...'}"
+    )
 
 
 def check_shell_completion(overrides: list[str]) -> None:
@@ -347,6 +360,7 @@ def checked_config(overrides: list[str]):
 def _checked(overrides: list[str]):
     cfg = _compose(overrides)
     _check_choices(cfg)
+    _check_experiment_package(cfg)
     check_values(cfg)
     check_added_arguments(cfg, overrides)
     check_model_parts(cfg)
@@ -465,6 +479,18 @@ def _check_choices(cfg) -> None:
                 f"{group}={name}: a base of the other {group} choices, not one itself; allowed: "
                 f"{', '.join(allowed)}. Fix: {choice_fix(group, name.lstrip('_'), allowed)}"
             )
+
+
+def _check_experiment_package(cfg) -> None:
+    """An experiment file without its first line `# @package _global_` lands under `experiment:`, which
+    nothing reads: the run trained with none of its settings, without a word."""
+    name = cfg.hydra.runtime.choices.get("experiment")
+    if name and "experiment" in cfg:
+        raise SetupError(
+            f"experiment={name}: configs/experiment/{name}.yaml lacks its first line `# @package _global_`, so its "
+            f"settings would land under experiment.*, which nothing reads. Fix: make `# @package _global_` its first "
+            "line (as in configs/experiment/smoke.yaml)"
+        )
 
 
 def _given(key: str, overrides: list[str]) -> str:
