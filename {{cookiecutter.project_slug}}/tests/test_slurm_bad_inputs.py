@@ -112,6 +112,9 @@ BAD_INPUTS = [
     (["cluster=puhti", "cluster.slurm.env={FOO:1}"], "env.FOO: no such key; known here: NCCL_DEBUG (+cluster.slurm"),
     # train.py's overrides, checked as train.py will check them on the nodes (not after the queue)
     (["cluster=puhti", "--", "data.batch_size=0"], "data.batch_size=0: an integer >= 1"),
+    # refused on the nodes only, after the queue
+    (["cluster=puhti", "strategy=deepspeed", "--", "speed.compile=default"], "speed.compile=default cannot be used w"),
+    (["cluster=puhti", "strategy=horovod", "--", "speed.compile=default"], "cannot be used with strategy=horovod: "),
     (["cluster=puhti", "--", "trainer.max_epohcs=3"], "trainer.max_epohcs=3: no such key in the config"),
     (["cluster=puhti", "--", "resume=nowhere"], "resume=nowhere: no run was started there"),
     (["cluster=puhti", "--", "-m", "data.batch_size=16,32"], "-m: a batch script runs one training"),

@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 from pytorch_lightning.accelerators import CUDAAccelerator
 
 from .launch.errors import SetupError
-from .launch.values import COMPILE_MODES, MATMUL_PRECISIONS
+from .launch.values import COMPILE_MODES, MATMUL_PRECISIONS, check_compile_strategy
 
 
 def check_speed(speed: DictConfig, strategy: DictConfig) -> None:
@@ -36,12 +36,7 @@ def check_speed(speed: DictConfig, strategy: DictConfig) -> None:
             f"speed.compile={mode} is neither false nor a torch.compile mode ({', '.join(COMPILE_MODES)}). "
             "Fix: speed.compile=default, or speed.compile=reduce-overhead for CUDA graphs"
         )
-    refused = strategy.get("no_compile")
-    if refused:
-        raise SetupError(
-            f"speed.compile={mode} cannot be used with strategy={strategy.name}: {refused}. "
-            "Fix: speed.compile=false, or strategy=ddp"
-        )
+    check_compile_strategy(speed, strategy)
 
 
 def check_fused(model: DictConfig) -> None:

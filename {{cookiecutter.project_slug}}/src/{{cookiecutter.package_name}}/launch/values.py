@@ -314,6 +314,20 @@ def check_values(cfg: DictConfig) -> None:
     check_output_root(select(cfg, "output_root"))
     check_logger_folder(select(cfg, "logger"))
     check_checkpoint(select(cfg, "ckpt_path"))
+    check_compile_strategy(select(cfg, "speed"), select(cfg, "strategy"))
+
+
+def check_compile_strategy(speed, strategy) -> None:
+    """speed.compile under a strategy that cannot take a compiled model (its config's no_compile says why):
+    here, so that the renderer refuses it too (speed.py refused it only on the nodes, after the queue)."""
+    if not isinstance(speed, DictConfig) or not isinstance(strategy, DictConfig):
+        return
+    mode, refused = speed.get("compile"), strategy.get("no_compile")
+    if mode not in (False, None) and refused:
+        raise SetupError(
+            f"speed.compile={mode} cannot be used with strategy={strategy.get('name')}: {refused}. "
+            "Fix: speed.compile=false, or strategy=ddp"
+        )
 
 
 # The arguments of Lightning 2.6's Trainer (tests/test_train_bad_inputs.py compares them with
