@@ -643,6 +643,23 @@ def test_a_save_never_replaces_a_checkpoint_of_a_higher_step(tmp_path):
     assert step_of(path) == 9
 
 
+@pytest.mark.parametrize("removed", [[], ["~callbacks.timed_checkpoint"]], ids=["default", "without-timed-saves"])
+def test_every_checkpoint_is_written_forward_only_also_without_the_timed_saves(removed, tmp_path):
+    """TimedCheckpoint installed the atomic, forward-only writer: a run without the timed saves wrote
+    its checkpoints with torch.save in place (cut short by a kill, or over one of a higher step)."""
+    from hydra import compose, initialize_config_dir
+
+    from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
+    from {{ cookiecutter.package_name }}.run import build_trainer
+
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(PROJECT / "configs"), version_base="1.3"):
+        cfg = compose("train", overrides=[*FAST, *removed, f"output_dir={tmp_path}"])
+    io = build_trainer(cfg).strategy.checkpoint_io
+    assert isinstance(io, ForwardOnlyCheckpointIO)
+    assert io.in_background == (not removed)  # the timed saves' write_in_background (true by default)
+
+
 def test_background_writes_keep_the_state_of_when_they_were_asked_for(tmp_path):
     """Training goes on while a thread writes: what it changes in place (weights, the optimizer's
     step counts) after the save was asked for is not in the file."""

@@ -8,6 +8,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from pytorch_lightning.utilities import rank_zero_info
 
+from .callbacks.checkpoints import write_forward_only
 from .callbacks.monitored_metrics import MonitoredMetricsLogged
 from .callbacks.optimizer_settings import OptimizerSettingsFromConfig
 from .callbacks.start_record import StartRecord
@@ -88,6 +89,8 @@ def build_trainer(cfg: DictConfig) -> pl.Trainer:
         cfg.trainer, strategy=strategy, callbacks=callbacks, logger=logger, profiler=profiler, _convert_="all"
     )
     skip_empty_batch_hooks(trainer.callbacks)  # also those Lightning added (model summary)
+    background = any(getattr(callback, "write_in_background", False) for callback in trainer.callbacks)
+    write_forward_only(trainer, background)
     return trainer
 
 

@@ -257,14 +257,20 @@ class LastCheckpoint(ModelCheckpoint):
             self._save_checkpoint(trainer, self.format_checkpoint_name({}))
 
 
+def write_forward_only(trainer, in_background: bool) -> None:
+    """Every checkpoint file through ForwardOnlyCheckpointIO (atomic, never over a higher step), where the
+    strategy uses Lightning's plain torch.save (DeepSpeed and sharded strategies write their own formats).
+    Installed by TimedCheckpoint before, so that a run without it (~callbacks.timed_checkpoint) lost both."""
+    if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
+        trainer.strategy.checkpoint_io = ForwardOnlyCheckpointIO(in_background)
+
+
 class TimedCheckpoint(pl.Callback):
     """Also write `<dirpath>/last.ckpt` every `every_minutes` of training, mid-epoch.
 
     Rank 0's clock decides; several ranks agree on its answer about every `agree_every_seconds`
-    (one small all-reduce then, none per step; one process needs none). Also installs
-    ForwardOnlyCheckpointIO where the strategy uses Lightning's plain torch.save (DeepSpeed and
-    sharded strategies write their own formats), with every checkpoint's file written in the
-    background if `write_in_background`."""
+    (one small all-reduce then, none per step; one process needs none). `write_in_background`: every
+    checkpoint's file written by a thread (run.py gives it to write_forward_only)."""
 
     def __init__(
         self, dirpath: str, every_minutes: float = 30, agree_every_seconds: float = 10, write_in_background: bool = True
@@ -275,10 +281,6 @@ class TimedCheckpoint(pl.Callback):
         self.last_save = time.monotonic()
         self.checked_step = -1
         self.write_in_background = write_in_background
-
-    def setup(self, trainer, pl_module, stage):
-        if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
-            trainer.strategy.checkpoint_io = ForwardOnlyCheckpointIO(self.write_in_background)
 
     def on_train_start(self, trainer, pl_module):
         self.last_save = time.monotonic()
