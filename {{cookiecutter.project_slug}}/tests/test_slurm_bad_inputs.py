@@ -46,6 +46,7 @@ BAD_INPUTS = [
     (["cluster=puhti", "cluster.num_nodes=2"], "cluster.num_nodes=2: a job's nodes are its setting nodes=N. Fix: no"),
     # 0: no --mem line (the partition's default); 0G: --mem=0G, all of the node's memory
     (["cluster=puhti", "cluster.slurm.mem_per_gpu=0", "gpus=1"], "cluster.slurm.mem_per_gpu=0: a size above 0"),
+    (["cluster=puhti", "cluster.slurm.mem_per_gpu=64", "gpus=1"], "cluster.slurm.mem_per_gpu=64: a size with its unit"),
     (["cluster=puhti", "cluster.slurm.mem_per_gpu=0G", "gpus=1"], "cluster.slurm.mem_per_gpu=0G: a size above 0"),
     (["cluster=puhti", "cluster.slurm.mem_full_node=all"], "cluster.slurm.mem_full_node=all"),
     (["cluster=puhti", "cluster.slurm.cpus_per_gpu=many"], "cluster.slurm.cpus_per_gpu=many"),

@@ -81,6 +81,10 @@ def check_profile(cluster: dict) -> None:
     for key in ("mem_per_gpu", "mem_full_node"):
         if slurm.get(key) is not None and not SIZE.fullmatch(str(slurm[key])):
             raise refuse(f"cluster.slurm.{key}", slurm[key], f"a size such as 64G (number, K/M/G/T) or null {where}")
+        size = SIZE.fullmatch(str(slurm[key])) if slurm.get(key) is not None else None
+        if size and int(size[1]) and not size[2]:  # 64: Slurm reads megabytes, and the job is killed at its start
+            unit = f"; Slurm reads {size[1]} as megabytes. Fix: cluster.slurm.{key}={size[1]}G (or {size[1]}M)"
+            raise refuse(f"cluster.slurm.{key}", slurm[key], f"a size with its unit, such as 64G {where}{unit}")
     if slurm.get("mem_per_gpu") is not None and int(SIZE.fullmatch(str(slurm["mem_per_gpu"]))[1]) == 0:
         # 0 left --mem out (the partition's default), 0G asked for all of the node's memory (Slurm's --mem=0)
         raise refuse(
