@@ -15,12 +15,19 @@ from pathlib import Path
 
 try:
     import hydra
+    from hydra.core.hydra_config import HydraConfig
     from hydra.errors import InstantiationException
+    from hydra.types import RunMode
     from omegaconf import DictConfig
 
     from {{ cookiecutter.package_name }}.launch.command_line import check_command_line, stop
     from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
-    from {{ cookiecutter.package_name }}.launch.errors import CheckpointNotWritten, SetupError, refused_settings
+    from {{ cookiecutter.package_name }}.launch.errors import (
+        CheckpointNotWritten,
+        SetupError,
+        TrainingDiverged,
+        refused_settings,
+    )
     from {{ cookiecutter.package_name }}.launch.run_directory import (  # one per line: fits a package name of 30 letters
         discard_refused_start,
         resume_command,
@@ -53,6 +60,10 @@ def main(cfg: DictConfig) -> None:
         discard_refused_start(cfg.output_dir)  # this start trained nothing: as if refused
         print("\nStopped by Ctrl-C before training began: nothing to save", file=sys.stderr)
         sys.exit(130)
+    except TrainingDiverged as error:  # its checkpoints from before are kept
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            raise  # the sweep names the point as failed, and goes on with the others (a sweep of learning rates)
+        stop(str(error), code=1)
     except (CheckpointNotWritten, OSError) as error:  # a full disk, a quota, a folder made read-only
         if isinstance(error, OSError) and error.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
             raise

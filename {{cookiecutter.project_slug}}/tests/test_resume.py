@@ -155,6 +155,37 @@ def test_a_run_ended_by_max_time_says_how_to_train_on_and_exits_124(tmp_path):
     assert "trainer.max_time ended" not in finished.stdout + finished.stderr
 
 
+class NanWeightsAtStep(pl.Callback):
+    """Test-only: the weights become nan at a training step's end, as a diverging run's do."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step == self.step:
+            with torch.no_grad():
+                for parameter in pl_module.parameters():
+                    parameter.fill_(float("nan"))
+
+
+def test_a_run_that_diverges_stops_with_one_line_and_keeps_its_checkpoints_from_before(tmp_path):
+    """val/loss nan: Lightning trained on to max_epochs for nothing, exited 0, and saved the nan
+    weights as last.ckpt over epoch 0's."""
+    common = [*FAST, f"output_root={tmp_path}", "run_id=diverged", "trainer.max_epochs=3"]
+    nan = [f"+callbacks.nan._target_={__name__}.NanWeightsAtStep", "+callbacks.nan.step=6"]  # in epoch 1
+    stopped = run_train(*common, *nan, check=False)
+    assert stopped.returncode == 1 and "Traceback" not in stopped.stderr, stopped.stderr
+    best = tmp_path / "diverged" / "checkpoints" / "epoch=0-step=4.ckpt"
+    line = stopped.stderr.strip().splitlines()[-1]
+    assert line == (
+        "ERROR: val/loss=nan at epoch 1, step 8: the training diverged, and would train on for nothing; its best "
+        f"checkpoint, from before, is {best}. Fix: a smaller learning rate (model.optimizer.lr=...) or gradient "
+        f"clipping (+trainer.gradient_clip_val=1.0), in a new run (from that checkpoint: ckpt_path={best})"
+    ), line
+    last = torch.load(tmp_path / "diverged" / "checkpoints" / "last.ckpt", weights_only=False)
+    assert last["global_step"] == 4 and all(weights.isfinite().all() for weights in last["state_dict"].values())
+
+
 def test_a_mid_epoch_resume_with_another_batch_size_is_refused_with_the_way_on(tmp_path):
     """The loader went on after as many batches as the checkpoint had trained, counted in the new
     size: after 2 batches of 32, batches of 16 began at sample 32 of the epoch's order (32-63

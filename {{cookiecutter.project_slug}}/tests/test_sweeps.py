@@ -190,6 +190,16 @@ def test_a_local_sweep_point_that_its_max_time_ends_is_not_completed_and_the_swe
     assert "ERROR: 2 of 2 points of the sweep did not finish (above). Summary: " in result.stderr, output
 
 
+def test_a_local_sweep_point_that_diverges_fails_and_the_sweep_goes_on(tmp_path):
+    """A sweep of learning rates: the one that diverges is named as failed, the others train."""
+    result = run_sweep(*FAST, f"output_root={tmp_path}", "model.optimizer.lr=1e30,1e-3")
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    points = summary_of(tmp_path)["points"]
+    assert [point["state"] for point in points] == ["FAILED", "COMPLETED"], points
+    assert points[0]["error"].startswith("TrainingDiverged: val/loss=nan at epoch 0, step 4: the training diverged")
+
+
 class SignalAtStep(pl.Callback):
     """Test-only: a signal to this process at a training step's end; step -1: as the Trainer is
     built, before training (`step=100`: never, in these short points)."""

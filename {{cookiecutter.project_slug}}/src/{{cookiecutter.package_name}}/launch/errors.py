@@ -14,6 +14,11 @@ class CheckpointNotWritten(Exception):
     run stops, its earlier checkpoints whole (callbacks/checkpoints.py writes atomically)."""
 
 
+class TrainingDiverged(Exception):
+    """The monitored validation metric is nan or inf (callbacks/diverged.py): the run stops, exit 1, its
+    checkpoints from before kept; in a sweep, the point failed and the sweep goes on."""
+
+
 # The exit code of a run that its +trainer.max_time ended before its epochs or steps, as `timeout`
 # exits: not finished (run.py), and a sweep's point in that state is not COMPLETED (local_sweep.py).
 TIME_LIMIT_EXIT = 124
