@@ -37,6 +37,8 @@ BAD_VALUES = [
     (["data.num_workers=many"], "data.num_workers=many: auto or an integer >= 0"),
     (["data=synthetic", "data.num_samples=0"], "data.num_samples=0: an integer >= 1"),
     (["data.val_size=-1"], "data.val_size=-1: an integer >= 0"),
+    (["trainer.limit_train_batches=0"], "trainer.limit_train_batches=0: null, a number of batches >= 1, or a fract"),
+    (["trainer.limit_train_batches=0.0"], "(0 trains nothing). Fix: e.g. trainer.limit_train_batches=0.1"),
     (["data=synthetic", "data.image_shape=[3,5,32]"], "data.image_shape=[3,5,32]: [channels, height, width]"),
     (["data=synthetic", "model.num_classes=5"], "model.num_classes=5: fewer than the data's 10 classes"),
     (["data=synthetic", "data.num_classes=20", "model.num_classes=9"], "model.num_classes=9: fewer than the data's 20"),

@@ -79,6 +79,10 @@ def batch_limit(value) -> bool:
     return value is None or non_negative_int(value) or (isinstance(value, float) and 0.0 <= value <= 1.0)
 
 
+def train_batch_limit(value) -> bool:
+    return batch_limit(value) and value != 0  # 0 trained nothing, and the run exited 0
+
+
 def epochs(value) -> bool:
     return value == -1 or positive_int(value)  # -1: no limit
 
@@ -179,6 +183,7 @@ PRECISIONS = ("32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-t
 PRECISIONS += ("transformer-engine-float16", "32", "16", "64", "bf16", 32, 16, 64)
 IMAGE_SHAPE = "[channels, height, width]: integers, channels >= 1, height and width >= 6"
 LIMIT = "null, a number of batches, or a fraction in [0, 1]"
+TRAIN_LIMIT = "null, a number of batches >= 1, or a fraction in (0, 1] (0 trains nothing)"
 DURATION = 'null, "DD:HH:MM:SS" or {hours: ..., minutes: ...}, longer than 0'
 VALIDATION_INTERVAL = 'null, a number of batches >= 1, a fraction of an epoch in (0, 1], or a time "DD:HH:MM:SS" > 0'
 MATMUL_PRECISIONS = ("highest", "high", "medium")  # torch.set_float32_matmul_precision's (speed.py)
@@ -242,7 +247,7 @@ RULES: list[tuple[str, Callable[[Any], bool], str, str]] = [
     ("trainer.sync_batchnorm", boolean, "true or false", "trainer.sync_batchnorm=false"),
     ("trainer.log_every_n_steps", positive_int, "an integer >= 1", "trainer.log_every_n_steps=50"),
     ("trainer.fast_dev_run", dev_run, "true, false or a number of batches", "trainer.fast_dev_run=true"),
-    ("trainer.limit_train_batches", batch_limit, LIMIT, "trainer.limit_train_batches=0.1"),
+    ("trainer.limit_train_batches", train_batch_limit, TRAIN_LIMIT, "trainer.limit_train_batches=0.1"),
     ("trainer.limit_val_batches", batch_limit, LIMIT, "trainer.limit_val_batches=0.1"),
     ("trainer.profiler", one_of(None, *PROFILERS), f"null or one of {', '.join(PROFILERS)}", "trainer.profiler=simple"),
     ("trainer.num_sanity_val_steps", sanity_steps, "an integer >= 0 (-1: all)", "trainer.num_sanity_val_steps=2"),
