@@ -222,7 +222,7 @@ def test_a_resume_with_another_validation_split_is_refused(tmp_path):
         refused = run_train(*common, "trainer.max_epochs=2", "ckpt_path=last", change, check=False)
         assert refused.returncode == 2, refused.stderr
         line = f"{change}: the checkpoint's run ({tmp_path / 'split' / 'checkpoints' / 'last.ckpt'}) split its data"
-        assert line in refused.stderr and "Fix: resume with data.seed=0 data.val_size=32" in refused.stderr
+        assert line in refused.stderr and "of the resume (the run's: data.seed=0 data.val_size=32)" in refused.stderr
         assert "Traceback" not in refused.stderr
     assert (tmp_path / "split" / "checkpoints" / "last.ckpt").read_bytes() == saved  # nothing trained
     run_train(*common, "trainer.max_epochs=2", "ckpt_path=last", "seed=7")  # the shuffle's seed may change

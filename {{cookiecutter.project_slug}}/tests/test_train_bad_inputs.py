@@ -241,6 +241,7 @@ BAD_VALUES = [
     # the run's checkpoints went there, its .hydra record (which resume= reads) to output_root/run_id
     (["output_dir=/tmp/x/od"], "output_dir=/tmp/x/od: the run's folder is output_root/run_id, where Hydra keeps its"),
     (["output_dir=/tmp/x/my run"], "Fix: output_root=/tmp/x run_id='my run'"),
+    (["++output_dir=/tmp/x/od"], "Fix: output_root=/tmp/x run_id=od"),
     (["trainer.default_root_dir=/tmp/x"], "trainer.default_root_dir=/tmp/x: the run's own folder (${output_dir}), wh"),
     (["+trainer.default_root_dir=/tmp/x"], "+trainer.default_root_dir=/tmp/x: trainer.default_root_dir is already in"),
     # built without them: a traceback in the first step, once the run folder was made
@@ -320,7 +321,7 @@ def test_an_experiment_file_without_its_package_line_stops_with_one_line(capsys,
     (tmp_path / "mine" / "experiment" / "nohead.yaml").write_text("trainer:\n  max_epochs: 1\n")
     searchpath = f"hydra.searchpath=[file://{tmp_path / 'mine'}]"
     line = refused([searchpath, "experiment=nohead"], capsys, tmp_path)
-    assert line.startswith("ERROR: experiment=nohead: configs/experiment/nohead.yaml lacks its first line `# @package")
+    assert line.startswith("ERROR: experiment=nohead: experiment/nohead.yaml (in hydra.searchpath) lacks its first li")
     (tmp_path / "mine" / "experiment" / "nohead.yaml").write_text("# @package _global_\ntrainer:\n  max_epochs: 1\n")
     check_command_line([searchpath, "experiment=nohead", f"output_root={tmp_path}"])
 

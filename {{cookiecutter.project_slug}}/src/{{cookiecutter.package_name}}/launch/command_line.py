@@ -240,7 +240,7 @@ def _check_keys_nothing_reads(overrides: list[str]) -> None:
                 f"{override}: a run keeps its config in .hydra (a resume in .hydra/resumes/<time>), where resume= and "
                 "a requeue read it. Fix: leave out hydra.output_subdir"
             )
-        if key == "output_dir" and override.startswith("output_dir="):
+        if key == "output_dir" and override.startswith(("output_dir=", "++output_dir=")):
             raise SetupError(_own_output_dir(value))
         if not override.startswith("+") or "." in key or not value:
             continue
@@ -486,8 +486,10 @@ def _check_experiment_package(cfg) -> None:
     nothing reads: the run trained with none of its settings, without a word."""
     name = cfg.hydra.runtime.choices.get("experiment")
     if name and "experiment" in cfg:
+        here = (CONFIGS / "experiment" / f"{name}.yaml").is_file()
+        where = f"configs/experiment/{name}.yaml" if here else f"experiment/{name}.yaml (in hydra.searchpath)"
         raise SetupError(
-            f"experiment={name}: configs/experiment/{name}.yaml lacks its first line `# @package _global_`, so its "
+            f"experiment={name}: {where} lacks its first line `# @package _global_`, so its "
             f"settings would land under experiment.*, which nothing reads. Fix: make `# @package _global_` its first "
             "line (as in configs/experiment/smoke.yaml)"
         )

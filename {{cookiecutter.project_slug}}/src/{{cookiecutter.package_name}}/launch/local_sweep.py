@@ -101,6 +101,8 @@ def _summary(point: dict) -> dict:
         return summary
     newest = newest_checkpoint(directory) if summary["checkpoints"] else None
     summary["continue"] = f"Resume: {resume_command(directory)}" if newest else again
+    if state == "TIMEOUT":  # its time limit counts the whole run's time: a resume needs a longer one
+        summary["continue"] += " +trainer.max_time=<a longer time for the whole run>"
     if state == "FAILED":
         summary["error"] = _first_line(point["error"])
         saved = f"saved at step {newest[1]}" if newest else "nothing saved"

@@ -147,8 +147,8 @@ def stopped_by_time_limit(trainer) -> bool:
     every rank: another rank's may have a moment left. Where neither max_epochs nor max_steps
     limits the run, the time limit is its planned end."""
     timer = _timer(trainer)
-    if timer is None or not has_epoch_or_step_limit(trainer):
-        return False
+    if timer is None or timer.time_remaining() is None or not has_epoch_or_step_limit(trainer):
+        return False  # no time limit (a Timer of one's own may have none)
     time_up = trainer.strategy.broadcast(timer.time_remaining() <= 0, src=0)
     return time_up and limit_reached(trainer, epochs_done(trainer), trainer.global_step) is None
 
@@ -288,7 +288,8 @@ def check_same_split(datamodule, ckpt_path: str | None) -> None:
         raise SetupError(
             f"{now}: the checkpoint's run ({ckpt_path}) split its data by {then}; another split would train on "
             "samples the run has validated on, and validate on samples it has trained on. "
-            f"Fix: resume with {then} (leave {', '.join(differ)} out), or start a new run without resume= / ckpt_path"
+            f"Fix: leave {', '.join(differ)} out of the resume (the run's: {then}), or start a new run without "
+            "resume= / ckpt_path"
         )
 
 

@@ -79,9 +79,9 @@ def check_profile(cluster: dict) -> None:
     if slurm.get("gpus", "gres") not in GPU_KINDS:
         raise refuse("cluster.slurm.gpus", slurm.get("gpus"), f"one of {', '.join(GPU_KINDS)} {where}")
     for key in ("mem_per_gpu", "mem_full_node"):
-        if slurm.get(key) is not None and not SIZE.fullmatch(str(slurm[key])):
-            raise refuse(f"cluster.slurm.{key}", slurm[key], f"a size such as 64G (number, K/M/G/T) or null {where}")
         size = SIZE.fullmatch(str(slurm[key])) if slurm.get(key) is not None else None
+        if slurm.get(key) is not None and not size:
+            raise refuse(f"cluster.slurm.{key}", slurm[key], f"a size such as 64G (number, K/M/G/T) or null {where}")
         if size and int(size[1]) and not size[2]:  # 64: Slurm reads megabytes, and the job is killed at its start
             unit = f"; Slurm reads {size[1]} as megabytes. Fix: cluster.slurm.{key}={size[1]}G (or {size[1]}M)"
             raise refuse(f"cluster.slurm.{key}", slurm[key], f"a size with its unit, such as 64G {where}{unit}")
