@@ -147,6 +147,7 @@ def train(cfg: DictConfig, ckpt_path: str | None) -> pl.Trainer:
     trainer = build_trainer(cfg)
     check_multirun(cfg, processes(trainer), processes_key(trainer))
     check_time_left(trainer, ckpt_path)
+    check_deepspeed_world_size(trainer, ckpt_path)  # first: on another number of processes nothing else matters
     # A requeue or torchrun restart after the training's end (a node failed while test_after_fit
     # tested), or a resume of a run stopped while it tested: what is left is the test, if any.
     # Before, the epochs check refused them (exit 2), and the test never ran.
@@ -159,7 +160,6 @@ def train(cfg: DictConfig, ckpt_path: str | None) -> pl.Trainer:
         order = {"seed": run_seed(), "samples": getattr(datamodule, "train_samples", lambda: None)()}
         batch_size = getattr(datamodule, "batch_size", None)
         check_mid_epoch_batches(batch_size, shares, processes_key(trainer), ckpt_path, order)
-    check_deepspeed_world_size(trainer, ckpt_path)
     if changed:  # a resume with other optimizer settings: Lightning would restore the old ones
         trainer.callbacks.append(OptimizerSettingsFromConfig(changed))
     ranks = processes(trainer)
