@@ -232,24 +232,25 @@ def test_the_mid_epoch_check_counts_the_processes_that_share_the_order(tmp_path)
     """Without Lightning's distributed sampler (+trainer.use_distributed_sampler=false) each process
     has the whole order: its loader saves 1, and a requeue on as many processes must pass."""
     from {{ cookiecutter.package_name }}.launch.errors import SetupError
-    from {{ cookiecutter.package_name }}.launch.resume_checks import check_mid_epoch_batches
+    from {{ cookiecutter.package_name }}.launch.resume_checks import StartCheckpoint, check_mid_epoch_batches
 
     loader = {"epoch": 0, "batches": 2, "batch_size": 32, "processes": 1}
     fit = {"state_dict": {"combined_loader": [loader]}, "epoch_loop.batch_progress": {"is_last_batch": False}}
-    torch.save({"loops": {"fit_loop": fit}}, tmp_path / "mid.ckpt")
-    check_mid_epoch_batches(32, 1, "trainer.devices", str(tmp_path / "mid.ckpt"))
+    mid = str(tmp_path / "mid.ckpt")
+    torch.save({"loops": {"fit_loop": fit}}, mid)
+    check_mid_epoch_batches(32, 1, "trainer.devices", StartCheckpoint(mid))
     with pytest.raises(SetupError, match=r"on 2 process\(es\): the checkpoint was saved 2 batches into epoch 0"):
-        check_mid_epoch_batches(32, 2, "trainer.devices", str(tmp_path / "mid.ckpt"))
+        check_mid_epoch_batches(32, 2, "trainer.devices", StartCheckpoint(mid))
     # the order's seed and samples: checked where the checkpoint kept them (older ones did not)
-    check_mid_epoch_batches(32, 1, "trainer.devices", str(tmp_path / "mid.ckpt"), {"seed": 7, "samples": 10})
+    check_mid_epoch_batches(32, 1, "trainer.devices", StartCheckpoint(mid), {"seed": 7, "samples": 10})
     unseeded = fit | {"state_dict": {"combined_loader": [loader | {"seed": None}]}}  # a sampler of one's own
     torch.save({"loops": {"fit_loop": unseeded}}, tmp_path / "mid.ckpt")
-    check_mid_epoch_batches(32, 1, "trainer.devices", str(tmp_path / "mid.ckpt"), {"seed": 42, "samples": 10})
+    check_mid_epoch_batches(32, 1, "trainer.devices", StartCheckpoint(mid), {"seed": 42, "samples": 10})
     seeded = fit | {"state_dict": {"combined_loader": [loader | {"seed": 42}]}}
     torch.save({"loops": {"fit_loop": seeded}}, tmp_path / "mid.ckpt")
-    check_mid_epoch_batches(32, 1, "trainer.devices", str(tmp_path / "mid.ckpt"), {"seed": 42, "samples": 10})
+    check_mid_epoch_batches(32, 1, "trainer.devices", StartCheckpoint(mid), {"seed": 42, "samples": 10})
     with pytest.raises(SetupError, match=r"^seed=7: the checkpoint was saved 2 batches into epoch 0, whose order of"):
-        check_mid_epoch_batches(32, 1, "trainer.devices", str(tmp_path / "mid.ckpt"), {"seed": 7, "samples": 10})
+        check_mid_epoch_batches(32, 1, "trainer.devices", StartCheckpoint(mid), {"seed": 7, "samples": 10})
 
 
 @pytest.mark.parametrize("in_memory", [True, False], ids=["in-memory", "sample-by-sample"])

@@ -177,7 +177,7 @@ def test_the_optimizer_check_takes_what_torch_restores_and_returns_the_changed_s
 
     from torch import nn
 
-    from {{ cookiecutter.package_name }}.launch.resume_checks import check_checkpoint_fits
+    from {{ cookiecutter.package_name }}.launch.resume_checks import StartCheckpoint, check_checkpoint_fits
 
     class Model(nn.Module):  # what the check uses of a LightningModule
         strict_loading = True
@@ -196,21 +196,22 @@ def test_the_optimizer_check_takes_what_torch_restores_and_returns_the_changed_s
     state = optimizer.state_dict()
     path = tmp_path / "last.ckpt"
     torch.save({"state_dict": trained.state_dict(), "optimizer_states": [state]}, path)
-    settings = ["lr", "weight_decay"]
-    assert check_checkpoint_fits(Model(torch.optim.AdamW), str(path), settings) == {}
-    adam = check_checkpoint_fits(Model(torch.optim.Adam), str(path), settings)  # fits; its default weight decay
+    settings, start = ["lr", "weight_decay"], StartCheckpoint(str(path))
+    assert check_checkpoint_fits(Model(torch.optim.AdamW), start, settings) == {}
+    adam = check_checkpoint_fits(Model(torch.optim.Adam), start, settings)  # fits; its default weight decay
     assert adam == {0: {"weight_decay": (0.01, 0)}}
     with pytest.raises(SetupError, match=r"torch.optim.sgd.SGD needs dampening, momentum"):
-        check_checkpoint_fits(Model(torch.optim.SGD), str(path), settings)
-    changed = check_checkpoint_fits(Model(partial(torch.optim.AdamW, lr=0.1)), str(path), settings)
+        check_checkpoint_fits(Model(torch.optim.SGD), start, settings)
+    changed = check_checkpoint_fits(Model(partial(torch.optim.AdamW, lr=0.1)), start, settings)
     assert changed == {0: {"lr": (0.001, 0.1)}}
     for group in state["param_groups"]:  # as an older torch saved it, and under a schedule from lr 0.001
         del group["maximize"], group["differentiable"]
         group["initial_lr"], group["lr"] = 0.001, 0.0005
     torch.save({"state_dict": trained.state_dict(), "optimizer_states": [state]}, path)
-    assert check_checkpoint_fits(Model(torch.optim.AdamW), str(path), settings) == {}  # the schedule's lr stays
+    start = StartCheckpoint(str(path))  # the file written again
+    assert check_checkpoint_fits(Model(torch.optim.AdamW), start, settings) == {}  # the schedule's lr stays
     with pytest.raises(SetupError, match=r"model.optimizer.lr=0.1: the checkpoint .* follows a learning-rate sch"):
-        check_checkpoint_fits(Model(partial(torch.optim.AdamW, lr=0.1)), str(path), settings)
+        check_checkpoint_fits(Model(partial(torch.optim.AdamW, lr=0.1)), start, settings)
 
 
 def test_a_sharded_checkpoint_resumes_only_under_the_kind_of_strategy_that_wrote_it(tmp_path):
@@ -429,36 +430,36 @@ def test_a_resume_of_a_run_that_used_up_its_max_time_stops_with_one_line(tmp_pat
     exit 0, having done nothing (and so would every requeue)."""
     from pytorch_lightning.callbacks import Timer
 
-    from {{ cookiecutter.package_name }}.launch.resume_checks import check_time_left
+    from {{ cookiecutter.package_name }}.launch.resume_checks import StartCheckpoint, check_time_left
 
     checkpoint = tmp_path / "last.ckpt"
     torch.save({"callbacks": {"Timer": {"time_elapsed": {"train": 7.2}}}, "global_step": 9}, checkpoint)
-    trainer = SimpleNamespace(callbacks=[Timer(duration="00:00:00:06")])
+    trainer, start = SimpleNamespace(callbacks=[Timer(duration="00:00:00:06")]), StartCheckpoint(str(checkpoint))
     expected = r"^trainer.max_time: the run has trained 0:00:07 of its 0:00:06 already .*Fix: a larger \+trainer"
     with pytest.raises(SetupError, match=expected):
-        check_time_left(trainer, str(checkpoint))
-    check_time_left(SimpleNamespace(callbacks=[Timer(duration="00:00:00:10")]), str(checkpoint))  # time left
-    check_time_left(SimpleNamespace(callbacks=[]), str(checkpoint))  # no limit
+        check_time_left(trainer, start)
+    check_time_left(SimpleNamespace(callbacks=[Timer(duration="00:00:00:10")]), start)  # time left
+    check_time_left(SimpleNamespace(callbacks=[]), start)  # no limit
 
 
 def test_a_resume_with_no_epochs_or_steps_left_stops_with_one_line(tmp_path):
     """Fewer max_epochs than the run has trained: Lightning's traceback ("You restored a checkpoint
     with current_epoch=4, but you have set Trainer(max_epochs=1)"); as many: exit 0, nothing done."""
-    from {{ cookiecutter.package_name }}.launch.resume_checks import check_epochs_left
+    from {{ cookiecutter.package_name }}.launch.resume_checks import StartCheckpoint, check_epochs_left
 
     checkpoint = tmp_path / "last.ckpt"
     progress = {"ready": 5, "started": 5, "processed": 4, "completed": 4}  # stopped in its fifth epoch
     state = {"global_step": 18, "loops": {"fit_loop": {"epoch_progress": {"current": progress}}}}
     torch.save(state, checkpoint)
     with pytest.raises(SetupError, match=r"^trainer.max_epochs=1: the run has trained 4 epoch\(s\), 18 step\(s\) "):
-        check_epochs_left(SimpleNamespace(max_epochs=1, max_steps=-1), str(checkpoint))
+        check_epochs_left(SimpleNamespace(max_epochs=1, max_steps=-1), StartCheckpoint(str(checkpoint)))
     with pytest.raises(SetupError, match=r"^trainer.max_epochs=4: .* Fix: trainer.max_epochs=5 or more$"):
-        check_epochs_left(SimpleNamespace(max_epochs=4, max_steps=-1), str(checkpoint))
+        check_epochs_left(SimpleNamespace(max_epochs=4, max_steps=-1), StartCheckpoint(str(checkpoint)))
     with pytest.raises(SetupError, match=r"^trainer.max_steps=18: .* Fix: \+trainer.max_steps=19 or more"):
-        check_epochs_left(SimpleNamespace(max_epochs=None, max_steps=18), str(checkpoint))
-    check_epochs_left(SimpleNamespace(max_epochs=5, max_steps=19), str(checkpoint))  # left: goes on
-    check_epochs_left(SimpleNamespace(max_epochs=-1, max_steps=-1), str(checkpoint))  # no limits
-    check_epochs_left(SimpleNamespace(max_epochs=1, max_steps=-1), None)  # a new run
+        check_epochs_left(SimpleNamespace(max_epochs=None, max_steps=18), StartCheckpoint(str(checkpoint)))
+    check_epochs_left(SimpleNamespace(max_epochs=5, max_steps=19), StartCheckpoint(str(checkpoint)))  # left: goes on
+    check_epochs_left(SimpleNamespace(max_epochs=-1, max_steps=-1), StartCheckpoint(str(checkpoint)))  # no limits
+    check_epochs_left(SimpleNamespace(max_epochs=1, max_steps=-1), StartCheckpoint(None))  # a new run
 
 
 SHARDED_STATE = {  # where a sharded checkpoint's folder keeps its training state (step, epoch, loops)
@@ -474,7 +475,7 @@ def test_the_resume_checks_read_a_sharded_checkpoints_state(tmp_path, inside):
     trained nothing, one with fewer epochs ended in Lightning's traceback; and the step of a
     ZeRO-3 or FSDP2 checkpoint read -1 (the newest was chosen by file time alone)."""
     from {{ cookiecutter.package_name }}.callbacks.checkpoints import checkpoint_step
-    from {{ cookiecutter.package_name }}.launch.resume_checks import check_epochs_left
+    from {{ cookiecutter.package_name }}.launch.resume_checks import StartCheckpoint, check_epochs_left
 
     folder = tmp_path / "last.ckpt"
     (folder / inside).parent.mkdir(parents=True, exist_ok=True)
@@ -482,8 +483,8 @@ def test_the_resume_checks_read_a_sharded_checkpoints_state(tmp_path, inside):
     torch.save({"global_step": 18, "loops": {"fit_loop": {"epoch_progress": {"current": progress}}}}, folder / inside)
     assert checkpoint_step(folder) == 18
     with pytest.raises(SetupError, match=r"^trainer.max_epochs=4: the run has trained 4 epoch\(s\), 18 step\(s\) "):
-        check_epochs_left(SimpleNamespace(max_epochs=4, max_steps=-1), str(folder))
-    check_epochs_left(SimpleNamespace(max_epochs=5, max_steps=-1), str(folder))  # left: goes on
+        check_epochs_left(SimpleNamespace(max_epochs=4, max_steps=-1), StartCheckpoint(str(folder)))
+    check_epochs_left(SimpleNamespace(max_epochs=5, max_steps=-1), StartCheckpoint(str(folder)))  # left: goes on
 
 
 @pytest.mark.filterwarnings("ignore:torch.distributed is disabled")  # torch's words for one process saving
@@ -494,7 +495,7 @@ def test_a_sharded_checkpoint_that_does_not_fit_the_model_stops_with_one_line(tm
     import torch.distributed.checkpoint as dcp
     from torch import nn
 
-    from {{ cookiecutter.package_name }}.launch.resume_checks import check_checkpoint_fits
+    from {{ cookiecutter.package_name }}.launch.resume_checks import StartCheckpoint, check_checkpoint_fits
 
     class Model(nn.Module):  # what the check uses of a LightningModule
         strict_loading = True
@@ -516,18 +517,18 @@ def test_a_sharded_checkpoint_that_does_not_fit_the_model_stops_with_one_line(tm
             states = {"module": module, "param_shapes": [{key: value.shape for key, value in parameters.items()}]}
             name = "zero_pp_rank_0_mp_rank_00_model_states.pt"
         torch.save({"global_step": 4, **states}, folder / "checkpoint" / name)
-    assert check_checkpoint_fits(Model(4), str(folder), ["lr"]) == {}  # it fits: goes on
+    assert check_checkpoint_fits(Model(4), StartCheckpoint(str(folder)), ["lr"]) == {}  # it fits: goes on
     expected = (
         r"its weights do not fit the model this config builds \(\d+ differ; net.0.weight: \[4, 3\] there, \[5, 3\] here"
     )
     with pytest.raises(SetupError, match=expected):
-        check_checkpoint_fits(Model(5), str(folder), ["lr"])
+        check_checkpoint_fits(Model(5), StartCheckpoint(str(folder)), ["lr"])
 
 
 def test_a_deepspeed_checkpoint_resumes_only_on_as_many_processes(tmp_path):
     """With another number DeepSpeed stopped inside fit with a traceback ("used a DP world size
     of 2 but the current world size is 1")."""
-    from {{ cookiecutter.package_name }}.launch.resume_checks import check_deepspeed_world_size
+    from {{ cookiecutter.package_name }}.launch.resume_checks import StartCheckpoint, check_deepspeed_world_size
 
     folder = tmp_path / "last.ckpt"
     (folder / "checkpoint").mkdir(parents=True)
@@ -538,9 +539,9 @@ def test_a_deepspeed_checkpoint_resumes_only_on_as_many_processes(tmp_path):
         r"trainer.num_nodes\), or make it one file \(python -m \S+.convert_zero_checkpoint "
     )
     with pytest.raises(SetupError, match=expected):
-        check_deepspeed_world_size(SimpleNamespace(world_size=1), str(folder))
-    check_deepspeed_world_size(SimpleNamespace(world_size=2), str(folder))  # as many: goes on
-    check_deepspeed_world_size(SimpleNamespace(world_size=1), None)  # a new run
+        check_deepspeed_world_size(SimpleNamespace(world_size=1), StartCheckpoint(str(folder)))
+    check_deepspeed_world_size(SimpleNamespace(world_size=2), StartCheckpoint(str(folder)))  # as many: goes on
+    check_deepspeed_world_size(SimpleNamespace(world_size=1), StartCheckpoint(None))  # a new run
 
 
 def test_a_relative_path_to_the_newest_checkpoint_is_that_checkpoint(tmp_path, monkeypatch):

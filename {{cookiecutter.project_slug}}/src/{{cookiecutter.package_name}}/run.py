@@ -25,6 +25,7 @@ from .launch.checks import check_environment, check_epoch_length, check_test_sta
 from .launch.environment import restarted
 from .launch.errors import TIME_LIMIT_EXIT, SetupError
 from .launch.resume_checks import (
+    StartCheckpoint,
     check_checkpoint_fits,
     check_checkpoint_format,
     check_deepspeed_world_size,
@@ -135,6 +136,26 @@ def run(cfg: DictConfig) -> pl.Trainer:
         release(run_dir)
 
 
+def check_start(cfg: DictConfig, trainer: pl.Trainer, datamodule, start: StartCheckpoint) -> bool:
+    """Whether the checkpoint can be resumed by this config (else SetupError), and whether its
+    training has ended already, with only the test left to do."""
+    check_time_left(trainer, start)
+    check_deepspeed_world_size(trainer, start)  # first: on another number of processes nothing else matters
+    # A requeue or torchrun restart after the training's end (a node failed while test_after_fit
+    # tested), or a resume of a run stopped while it tested: what is left is the test, if any.
+    # Before, the epochs check refused them (exit 2), and the test never ran.
+    ended = training_ended(trainer, start) and (restarted() or cfg.test_after_fit)
+    if not ended:
+        check_epochs_left(trainer, start)
+        check_same_split(datamodule, start)
+        # the processes that share each epoch's order: without Lightning's distributed sampler each has all of it
+        shares = processes(trainer) if cfg.trainer.get("use_distributed_sampler", True) else 1
+        order = {"seed": run_seed(), "samples": getattr(datamodule, "train_samples", lambda: None)()}
+        batch_size = getattr(datamodule, "batch_size", None)
+        check_mid_epoch_batches(batch_size, shares, processes_key(trainer), start, order)
+    return ended
+
+
 def train(cfg: DictConfig, ckpt_path: str | None) -> pl.Trainer:
     check_checkpoint_format(ckpt_path, cfg.strategy)
     pl.seed_everything(cfg.seed, workers=True)
@@ -143,23 +164,12 @@ def train(cfg: DictConfig, ckpt_path: str | None) -> pl.Trainer:
     check_test_stage(model, datamodule, cfg.test_after_fit)
     store_hook_names_directly(model)
     read_step_signatures_once(model)
-    changed = check_checkpoint_fits(model, ckpt_path, optimizer_settings(cfg))
+    start = StartCheckpoint(ckpt_path)
+    changed = check_checkpoint_fits(model, start, optimizer_settings(cfg))
     trainer = build_trainer(cfg)
     check_multirun(cfg, processes(trainer), processes_key(trainer))
-    check_time_left(trainer, ckpt_path)
-    check_deepspeed_world_size(trainer, ckpt_path)  # first: on another number of processes nothing else matters
-    # A requeue or torchrun restart after the training's end (a node failed while test_after_fit
-    # tested), or a resume of a run stopped while it tested: what is left is the test, if any.
-    # Before, the epochs check refused them (exit 2), and the test never ran.
-    ended = training_ended(trainer, ckpt_path) and (restarted() or cfg.test_after_fit)
-    if not ended:
-        check_epochs_left(trainer, ckpt_path)
-        check_same_split(datamodule, ckpt_path)
-        # the processes that share each epoch's order: without Lightning's distributed sampler each has all of it
-        shares = processes(trainer) if cfg.trainer.get("use_distributed_sampler", True) else 1
-        order = {"seed": run_seed(), "samples": getattr(datamodule, "train_samples", lambda: None)()}
-        batch_size = getattr(datamodule, "batch_size", None)
-        check_mid_epoch_batches(batch_size, shares, processes_key(trainer), ckpt_path, order)
+    ended = check_start(cfg, trainer, datamodule, start)
+    del start  # its state maps the checkpoint's file: not held open while training
     if changed:  # a resume with other optimizer settings: Lightning would restore the old ones
         trainer.callbacks.append(OptimizerSettingsFromConfig(changed))
     ranks = processes(trainer)

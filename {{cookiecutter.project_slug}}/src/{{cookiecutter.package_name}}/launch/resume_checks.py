@@ -5,6 +5,7 @@ trainer.max_epochs (max_steps); and which optimizer settings the config changes,
 alone would restore from the checkpoint (callbacks/optimizer_settings.py)."""
 
 from datetime import timedelta
+from functools import cached_property
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -17,6 +18,20 @@ FOLDER_READERS = {
     "DeepSpeed": ("deepspeed", "strategy=deepspeed_stage_<N> as it was trained"),
     "torch.distributed.checkpoint": ("fsdp", "strategy=fsdp2 (or fsdp) as it was trained"),
 }
+
+
+class StartCheckpoint:
+    """The checkpoint a run starts from (path None: a new run), as the checks read it: its saved
+    state is loaded once (each check loaded it again before: six loads a start), its tensors mapped,
+    not read. The map keeps the file open: drop this before training (a rotated checkpoint's space
+    would stay taken)."""
+
+    def __init__(self, path: str | None):
+        self.path = path
+
+    @cached_property
+    def state(self) -> dict:
+        return _saved_state(self.path)
 
 
 def check_checkpoint_format(ckpt_path: str | None, strategy: DictConfig) -> None:
@@ -54,7 +69,7 @@ def check_checkpoint_format(ckpt_path: str | None, strategy: DictConfig) -> None
         )
 
 
-def check_checkpoint_fits(model, ckpt_path: str | None, optimizer_keys: list[str]) -> dict[int, dict]:
+def check_checkpoint_fits(model, start: StartCheckpoint, optimizer_keys: list[str]) -> dict[int, dict]:
     """The checkpoint a run starts from must fit the model and optimizer the config builds. A
     resume with another model (model=..., a model.net.* size) or optimizer class stopped inside
     Lightning's restore with a traceback (and the next resume took the refused start's overrides).
@@ -63,20 +78,17 @@ def check_checkpoint_fits(model, ckpt_path: str | None, optimizer_keys: list[str
     differs from the checkpoint's, by optimizer, as {setting: (saved, configured)}: Lightning restores
     the saved ones, so a resume with model.optimizer.lr=... ran on the old lr, silently
     (callbacks/optimizer_settings.py)."""
+    ckpt_path = start.path
     if not ckpt_path:
         return {}  # a new run
     if Path(ckpt_path).is_dir():  # sharded: the weights' shapes only; its strategy restores the rest
-        _check_shapes(model, _sharded_shapes(Path(ckpt_path)), ckpt_path, complete=False)
+        _check_shapes(model, _sharded_shapes(start), ckpt_path, complete=False)
         return {}
-    import torch
-
-    try:  # mmap: shapes only, the tensors are not read
-        checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
-        saved = {key: value.shape for key, value in checkpoint["state_dict"].items()}
-    except Exception:  # not loadable this way: Lightning's own load says why
+    weights = start.state.get("state_dict")  # shapes only: the tensors are mapped, not read
+    if not isinstance(weights, dict):  # not loadable this way: Lightning's own load says why
         return {}
-    _check_shapes(model, saved, ckpt_path, complete=model.strict_loading)
-    return _optimizer_changes(model, checkpoint.get("optimizer_states") or [], optimizer_keys, ckpt_path)
+    _check_shapes(model, {key: value.shape for key, value in weights.items()}, ckpt_path, complete=model.strict_loading)
+    return _optimizer_changes(model, start.state.get("optimizer_states") or [], optimizer_keys, ckpt_path)
 
 
 def _check_shapes(model, saved: dict, ckpt_path: str, complete: bool) -> None:
@@ -99,11 +111,12 @@ def _check_shapes(model, saved: dict, ckpt_path: str, complete: bool) -> None:
         )
 
 
-def _sharded_shapes(folder: Path) -> dict:
+def _sharded_shapes(start: StartCheckpoint) -> dict:
     """{weight: shape} of a sharded checkpoint, from what describes its shards (no tensor read):
     DeepSpeed's model states of rank 0 (under ZeRO-3 the parameters' shapes are listed apart,
     the buffers kept whole), or torch.distributed.checkpoint's metadata (FSDP2, FSDP). {} where
     unreadable: the strategy's own load then says why."""
+    folder = Path(start.path)
     try:
         if (folder / ".metadata").is_file():
             from torch.distributed.checkpoint import FileSystemReader
@@ -111,7 +124,7 @@ def _sharded_shapes(folder: Path) -> dict:
             stored = FileSystemReader(str(folder)).read_metadata().state_dict_metadata
             prefix = "state_dict."  # Lightning's key for the model's weights
             return {key[len(prefix) :]: item.size for key, item in stored.items() if key.startswith(prefix)}
-        state = _saved_state(str(folder))
+        state = start.state
         shapes = {key: value.shape for key, value in (state.get("module") or {}).items() if value.numel()}
         for group in state.get("param_shapes") or []:  # ZeRO-3: each rank's module holds empty parameters
             shapes.update(group)
@@ -120,21 +133,21 @@ def _sharded_shapes(folder: Path) -> dict:
         return {}
 
 
-def check_time_left(trainer, ckpt_path: str | None) -> None:
+def check_time_left(trainer, start: StartCheckpoint) -> None:
     """`+trainer.max_time` limits the whole run: Lightning's Timer keeps its count in the checkpoint.
     A resume of a run that used it up ended at once with exit 0, having done nothing."""
     timer = _timer(trainer)
     if timer is None:
         return
     try:
-        elapsed = float(_saved_state(ckpt_path)["callbacks"]["Timer"]["time_elapsed"]["train"])
+        elapsed = float(start.state["callbacks"]["Timer"]["time_elapsed"]["train"])
     except (KeyError, TypeError, ValueError):  # written without a time limit, or not loadable this way
         return
     limit = timer._duration  # Lightning's name: seconds (None: no limit)
     if limit is not None and elapsed >= limit:
         raise SetupError(
             f"trainer.max_time: the run has trained {timedelta(seconds=round(elapsed))} of its "
-            f"{timedelta(seconds=round(limit))} already ({ckpt_path}): a limit for the whole run, which a resume "
+            f"{timedelta(seconds=round(limit))} already ({start.path}): a limit for the whole run, which a resume "
             "keeps. "
             "Fix: a larger +trainer.max_time=DD:HH:MM:SS (a job's own time limit needs none: the job saves and "
             "requeues itself before it, README)"
@@ -173,29 +186,29 @@ def _timer(trainer):
     return next((callback for callback in trainer.callbacks if isinstance(callback, Timer)), None)
 
 
-def check_epochs_left(trainer, ckpt_path: str | None) -> None:
+def check_epochs_left(trainer, start: StartCheckpoint) -> None:
     """A resume whose trainer.max_epochs (or trainer.max_steps) the run has reached already: with
     fewer epochs than trained, Lightning stopped with a traceback ("You restored a checkpoint
     with current_epoch=4, but you have set Trainer(max_epochs=1)"); with as many, it trained
     nothing and exited 0."""
-    problem = _limit_reached(trainer, ckpt_path)
+    problem = _limit_reached(trainer, start)
     if problem:
         raise SetupError(problem)
 
 
-def training_ended(trainer, ckpt_path: str | None) -> bool:
+def training_ended(trainer, start: StartCheckpoint) -> bool:
     """The checkpoint has reached trainer.max_epochs or trainer.max_steps: nothing left to train."""
-    return _limit_reached(trainer, ckpt_path) is not None
+    return _limit_reached(trainer, start) is not None
 
 
-def _limit_reached(trainer, ckpt_path: str | None) -> str | None:
-    state = _saved_state(ckpt_path)
+def _limit_reached(trainer, start: StartCheckpoint) -> str | None:
+    state = start.state
     try:
         epochs = int(state["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"])  # mid-epoch: the done ones
         steps = int(state["global_step"])
     except (KeyError, TypeError, ValueError):
         return None
-    trained = f"the run has trained {epochs} epoch(s), {steps} step(s) already ({ckpt_path})"
+    trained = f"the run has trained {epochs} epoch(s), {steps} step(s) already ({start.path})"
     limit = limit_reached(trainer, epochs, steps)
     if limit == "max_epochs":
         return (
@@ -220,7 +233,7 @@ def limit_reached(trainer, epochs: int, steps: int) -> str | None:
 
 
 def check_mid_epoch_batches(
-    batch_size: int | None, shares: int, shares_key: str, ckpt_path: str | None, order: dict | None = None
+    batch_size: int | None, shares: int, shares_key: str, start: StartCheckpoint, order: dict | None = None
 ) -> None:
     """A checkpoint saved in the middle of an epoch resumes it after the batches it had trained, in
     batches of its size on its number of processes (data/resumable.py). With another batch size or
@@ -228,9 +241,9 @@ def check_mid_epoch_batches(
     others never, without a word. `shares`: the processes that share each epoch's order (1
     without Lightning's distributed sampler); `shares_key`: what sets them. `order`: the rest of
     what the order comes from, as the loader's state keeps it ({"seed": ..., "samples": ...})."""
-    state = _saved_state(ckpt_path)
+    ckpt_path = start.path
     try:
-        fit = state["loops"]["fit_loop"]
+        fit = start.state["loops"]["fit_loop"]
         (loader,) = fit["state_dict"]["combined_loader"]
         batches, epoch = int(loader["batches"]), int(loader["epoch"])
         saved = (loader["batch_size"], loader["processes"])
@@ -271,12 +284,12 @@ def _check_same_order(loader: dict, order: dict, where: str, epoch: int, ckpt_pa
     )
 
 
-def check_same_split(datamodule, ckpt_path: str | None) -> None:
+def check_same_split(datamodule, start: StartCheckpoint) -> None:
     """The samples a run holds out to validate must stay out of its training: a resume with another
     data.seed or data.val_size (MNIST) trained on samples it had validated on, and chose its best
     checkpoint by them, without a word. Checked where the checkpoint keeps its data module's split
     (data/base.py: split_settings); another data module, or an older checkpoint, passes."""
-    saved = _saved_state(ckpt_path).get(type(datamodule).__qualname__)
+    saved = start.state.get(type(datamodule).__qualname__)
     saved = saved.get("split") if isinstance(saved, dict) else None
     if not isinstance(saved, dict):
         return
@@ -286,20 +299,21 @@ def check_same_split(datamodule, ckpt_path: str | None) -> None:
         now = ", ".join(f"{key}={here[key]}" for key in differ)
         then = " ".join(f"{key}={value}" for key, value in saved.items())
         raise SetupError(
-            f"{now}: the checkpoint's run ({ckpt_path}) split its data by {then}; another split would train on "
+            f"{now}: the checkpoint's run ({start.path}) split its data by {then}; another split would train on "
             "samples the run has validated on, and validate on samples it has trained on. "
             f"Fix: leave {', '.join(differ)} out of the resume (the run's: {then}), or start a new run without "
             "resume= / ckpt_path"
         )
 
 
-def check_deepspeed_world_size(trainer, ckpt_path: str | None) -> None:
+def check_deepspeed_world_size(trainer, start: StartCheckpoint) -> None:
     """DeepSpeed resumes its shards only on as many processes as wrote them: with another number
     it stopped inside fit with a traceback ("used a DP world size of 2 but the current world
     size is 1")."""
+    ckpt_path = start.path
     if not ckpt_path or not Path(ckpt_path).is_dir():
         return
-    saved = _saved_state(ckpt_path).get("dp_world_size")
+    saved = start.state.get("dp_world_size")
     if isinstance(saved, int) and saved != (here := trainer.world_size):
         package = __package__.rpartition(".")[0]
         raise SetupError(
