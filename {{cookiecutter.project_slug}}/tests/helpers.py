@@ -267,6 +267,14 @@ class RecordValidations(pl.Callback):
                 record.write(f"{trainer.current_epoch}\n")
 
 
+class SignalInSanityCheck(pl.Callback):
+    """Test-only: SIGTERM to this process after the sanity check's first batch."""
+
+    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
+        if trainer.sanity_checking and batch_idx == 0:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
 class RecordBatches(pl.Callback):
     """Test-only: rank 0's training batches, one line each: the epoch and a hash of the batch."""
 

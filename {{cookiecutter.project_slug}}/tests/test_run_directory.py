@@ -589,6 +589,54 @@ def test_a_restart_after_the_training_ended_does_what_is_left_and_exits_0(tmp_pa
     assert "ERROR" not in output
 
 
+EARLY_STOP = [  # stops at the first validation: no val/loss is 100 better than the last
+    "+callbacks.early._target_=pytorch_lightning.callbacks.EarlyStopping",
+    "+callbacks.early.monitor=val/loss",
+    "+callbacks.early.patience=0",
+    "+callbacks.early.min_delta=100",
+]
+
+
+@pytest.mark.parametrize("how", ["resume", "restart"])
+def test_a_run_ended_early_by_a_callback_is_only_tested_by_a_resume_or_restart_to_test(tmp_path, how):
+    """EarlyStopping ends the training before max_epochs. Before, the printed "Nothing is left to
+    train; to test: ... test_after_fit=true" (a stop while it tested), and a requeue while it
+    tested, trained on from it and replaced the early-stopped checkpoints."""
+    run = tmp_path / "run"
+    start = [f"output_root={tmp_path}", "run_id=run", "trainer.max_epochs=5", *EARLY_STOP]
+    run_train(*FAST, *start)
+    last = run / "checkpoints" / "last.ckpt"
+    assert step_of(last) < 5 * 4 and torch.load(last, weights_only=False)["stopped_early"] is True
+    trained = {path.name: path.stat().st_mtime_ns for path in (run / "checkpoints").iterdir()}
+    if how == "resume":
+        result = train(f"resume={run}", "test_after_fit=true")
+        said = "Resumed (a resume without test_after_fit=true trains on) after the training had ended"
+    else:
+        result = train(*start, "test_after_fit=true", env=project_env(TORCHELASTIC_RESTART_COUNT="1"))
+        said = "Restarted after the training had ended"
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert f"{said} ({last}): testing its weights" in output
+    assert "test/acc" in output  # Lightning's table of the test's results
+    assert {path.name: path.stat().st_mtime_ns for path in (run / "checkpoints").iterdir()} == trained
+
+
+def test_a_stop_in_a_resumes_sanity_check_keeps_the_checkpoint_it_resumes(tmp_path):
+    """Nothing is trained before the sanity check. Before, a stop there saved last.ckpt again at
+    its step, with the sanity check's loop state, a new start's random states and no loader
+    position: a resume from it trained otherwise than the run would have."""
+    run = tmp_path / "run"
+    samples = "data.num_samples=1024"  # 2 validation batches (of 102 samples): the stop comes inside the check
+    run_train(*FAST, f"output_root={tmp_path}", "run_id=run", "trainer.max_epochs=1", samples)
+    last = run / "checkpoints" / "last.ckpt"
+    saved = last.read_bytes()
+    stop = ["+callbacks.signal._target_=tests.helpers.SignalInSanityCheck", "trainer.num_sanity_val_steps=2"]
+    result = train(f"resume={run}", "trainer.max_epochs=2", samples, *stop)
+    assert result.returncode == 143, result.stdout + result.stderr
+    assert f"Stopped by SIGTERM at step {step_of(last)}: newest {last}. Resume: " in result.stderr
+    assert last.read_bytes() == saved
+
+
 # ------------------------------------------------------------------ checkpoint writes
 
 KILL_DURING_WRITE = """

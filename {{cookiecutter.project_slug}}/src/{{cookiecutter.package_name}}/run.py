@@ -33,6 +33,7 @@ from .launch.resume_checks import (
     check_mid_epoch_batches,
     check_same_split,
     check_time_left,
+    ended_early,
     epochs_done,
     stopped_by_time_limit,
     training_ended,
@@ -169,6 +170,7 @@ def train(cfg: DictConfig, ckpt_path: str | None) -> pl.Trainer:
     trainer = build_trainer(cfg)
     check_multirun(cfg, processes(trainer), processes_key(trainer))
     ended = check_start(cfg, trainer, datamodule, start)
+    early = ended and ended_early(start)
     del start  # its state maps the checkpoint's file: not held open while training
     if changed:  # a resume with other optimizer settings: Lightning would restore the old ones
         trainer.callbacks.append(OptimizerSettingsFromConfig(changed))
@@ -184,7 +186,8 @@ def train(cfg: DictConfig, ckpt_path: str | None) -> pl.Trainer:
         with stop_exit_code(trainer):  # SIGTERM, Ctrl-C: saved, then 143 / 130 (also while testing)
             if ended:
                 left = "testing its weights" if cfg.test_after_fit else "nothing left to do"
-                how = "Restarted" if restarted() else "Resumed (a larger trainer.max_epochs trains on)"
+                train_on = "a resume without test_after_fit=true" if early else "a larger trainer.max_epochs"
+                how = "Restarted" if restarted() else f"Resumed ({train_on} trains on)"
                 rank_zero_info(f"{how} after the training had ended ({shown(ckpt_path)}): {left}")
             else:
                 trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)

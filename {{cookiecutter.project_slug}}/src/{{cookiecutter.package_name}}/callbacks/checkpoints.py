@@ -4,7 +4,8 @@
   write leaves the previous checkpoint whole (the next start removes the `.partial`).
 - A save never replaces a checkpoint of a higher global step (a run that restarted from
   an older state must not overwrite newer work).
-- LastCheckpoint writes last.ckpt every N epochs and always when training ends.
+- LastCheckpoint writes last.ckpt every N epochs and always when training ends; where a callback
+  (EarlyStopping) ended it early, that last.ckpt says so (STOPPED_EARLY).
 - TimedCheckpoint bounds what a node failure loses: only rank 0 reads the clock, and
   several ranks agree on its answer every few seconds (agreement.py: no collective per step).
 """
@@ -26,6 +27,7 @@ from ..launch.errors import CheckpointNotWritten
 from .agreement import AgreedFlag
 
 PARTIAL = ".partial"
+STOPPED_EARLY = "stopped_early"  # a checkpoint's key: a callback ended the training there, before its limits
 
 
 def state_file(path: Path) -> Path | None:
@@ -250,11 +252,22 @@ class LastCheckpoint(ModelCheckpoint):
         super().__init__(
             dirpath=dirpath, filename="last", every_n_epochs=every_n_epochs, save_top_k=1, enable_version_counter=False
         )
+        self.stopped_early = False
 
     def on_train_end(self, trainer, pl_module):
         # Only at a normal end: a stop by signal or error ends in on_exception (SaveOnStop saves).
-        if trainer.global_step != self._last_global_step_saved and not trainer.fast_dev_run:
+        from ..launch.resume_checks import stopped_early
+
+        # Ended early (EarlyStopping): saved again, at the same step, saying so. A resume to test
+        # (test_after_fit=true) or a restart while it tested trained on from it otherwise, as if
+        # epochs were left, and replaced the early-stopped checkpoints.
+        self.stopped_early = stopped_early(trainer)
+        if (trainer.global_step != self._last_global_step_saved or self.stopped_early) and not trainer.fast_dev_run:
             self._save_checkpoint(trainer, self.format_checkpoint_name({}))
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint):
+        if self.stopped_early:
+            checkpoint[STOPPED_EARLY] = True
 
 
 def write_forward_only(trainer, in_background: bool) -> None:

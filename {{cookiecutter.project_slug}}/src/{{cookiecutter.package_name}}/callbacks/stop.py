@@ -115,7 +115,10 @@ class SaveOnStop(pl.Callback):
 
     def on_exception(self, trainer, pl_module, exception):
         if isinstance(exception, SIGTERMException):
-            saved = not trainer.testing  # a test changes no weights: nothing new to save
+            # A test changes no weights, nor does the sanity check (before any step of this start;
+            # a save there replaced the checkpoint a resume started from by one in the middle of
+            # that check): nothing new to save
+            saved = not trainer.testing and not trainer.sanity_checking
             if saved:
                 self._save(trainer)
             reason = self.reason or "SIGTERM"

@@ -166,6 +166,16 @@ def stopped_by_time_limit(trainer) -> bool:
     return time_up and limit_reached(trainer, epochs_done(trainer), trainer.global_step) is None
 
 
+def stopped_early(trainer) -> bool:
+    """A callback (EarlyStopping, one's own) ended the training before its max_epochs or max_steps,
+    not the time limit (whose run trains on). The same on every rank: should_stop is agreed."""
+    return (
+        trainer.should_stop
+        and limit_reached(trainer, epochs_done(trainer), trainer.global_step) is None
+        and not stopped_by_time_limit(trainer)
+    )
+
+
 def epochs_done(trainer) -> int:
     """The training's whole epochs. Lightning counts an epoch that a limit (max_time, max_steps) ended
     in its middle as processed (and current_epoch as the next)."""
@@ -197,8 +207,15 @@ def check_epochs_left(trainer, start: StartCheckpoint) -> None:
 
 
 def training_ended(trainer, start: StartCheckpoint) -> bool:
-    """The checkpoint has reached trainer.max_epochs or trainer.max_steps: nothing left to train."""
-    return _limit_reached(trainer, start) is not None
+    """The checkpoint has reached trainer.max_epochs or trainer.max_steps, or a callback ended its
+    training early (EarlyStopping): nothing left to train."""
+    return _limit_reached(trainer, start) is not None or ended_early(start)
+
+
+def ended_early(start: StartCheckpoint) -> bool:
+    from ..callbacks.checkpoints import STOPPED_EARLY
+
+    return start.state.get(STOPPED_EARLY) is True
 
 
 def _limit_reached(trainer, start: StartCheckpoint) -> str | None:
