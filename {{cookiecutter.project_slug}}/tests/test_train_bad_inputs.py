@@ -235,6 +235,10 @@ BAD_VALUES = [
     (["ckpt_path=out/epoch=0-step=20.ckpt"], "for the shell as well: 'ckpt_path=\"out/epoch=0-step=20.ckpt\"'"),
     # another run's folder: its checkpoints were overwritten, exit 0
     (["callbacks.last_checkpoint.dirpath=/tmp/other/checkpoints"], "callbacks.last_checkpoint.dirpath=/tmp/other/chec"),
+    # outside the run (every run the same file), or last.ckpt, which the next best removed
+    (["+callbacks.checkpoint.filename=/tmp/best"], "callbacks.checkpoint.filename=/tmp/best: a name inside its dirpa"),
+    (["+callbacks.checkpoint.filename=../../up"], "callbacks.checkpoint.filename=../../up: a name inside its dirpath"),
+    (["+callbacks.checkpoint.filename=last"], "callbacks.checkpoint.filename=last: the name of last.ckpt, the run's n"),
     (["callbacks.checkpoint.dirpath=null"], "callbacks.checkpoint.dirpath=null: a folder inside the run's (${output_d"),
     (["callbacks.last_checkpoint.dirpath=${output_dir}/ckpts"], "dirpath=${output_dir}/ckpts: the run's own folder"),
     (["callbacks.save_on_stop.run_dir=/proc/x"], "Fix: leave it out; for checkpoints on another disk, output_root="),
@@ -271,7 +275,11 @@ BAD_VALUES = [
     (["logger.save_dir=/proc/x"], "logger.save_dir=/proc/x: cannot be written: /proc is not writable"),  # a traceback
     # folders below save_dir: a traceback once the run folder was made, or logs written outside the run
     (["logger.name=/proc/x"], "logger.name=/proc/x: a folder inside logger.save_dir (the run's folder), where the log"),
-    (["logger=csv", "logger.version=/tmp/y"], "Fix: a name such as logger.version=logs; for logs elsewhere, logger.s"),
+    (["logger=csv", "logger.version=/tmp/y"], "Fix: a name such as logger.version=logs; for logs on another disk, ou"),
+    # every run given it wrote into the same metrics.csv (and hparams.yaml), exit 0
+    (["logger=csv", "logger.save_dir=/tmp/logs"], "logger.save_dir=/tmp/logs: a folder outside the run's, where ever"),
+    (["logger.save_dir=${output_dir}/../tb"], "/../tb: a folder outside the run's, where every run given it writes"),
+    (["callbacks.checkpoint.dirpath=${output_dir}/../x"], "/../x: a folder inside the run's (${output_dir}/...)"),
     (["logger.name=../../escape"], "logger.name=../../escape: a folder inside logger.save_dir"),
     (["output_root=${oc.env:RV_UNSET}"], "'RV_UNSET' not found\". Fix: set what it refers to, or give output_root"),
     (["ckpt_path=/nonexistent.ckpt"], "ckpt_path=/nonexistent.ckpt: no such file or directory. Fix: ckpt_path=last"),
@@ -340,6 +348,7 @@ def test_right_values_pass(capsys, tmp_path, clean_env):
     mine = ["+callbacks.acc._target_=pytorch_lightning.callbacks.ModelCheckpoint", "+callbacks.acc.monitor=val/acc"]
     mine += ["+callbacks.acc.dirpath=${output_dir}/checkpoints/acc"]  # a checkpoint of your own, inside the run
     mine += ["callbacks.last_checkpoint.dirpath=${output_dir}/checkpoints/"]  # the same folder, written with a /
+    mine += ['+callbacks.acc.filename="acc/{epoch}"', "logger=csv", "logger.save_dir=${output_dir}/logs"]
     check_command_line([*mine, f"output_root={tmp_path}"])
     check_command_line(["~logger", "~experiment", "~callbacks.progress_bar", f"output_root={tmp_path}"])
     lenient = ["trainer.precision=16", "trainer.devices=[0]", "model.optimizer.lr=0"]  # what Lightning takes too

@@ -427,17 +427,37 @@ def check_run_folders(callbacks, trainer) -> None:
             if isinstance(callback, dict) and key in callback:
                 exact = own[1] if own and own[0] == key else RUN if key == "run_dir" else None
                 given.append((f"callbacks.{name}.{key}", callback[key], exact))
+        if isinstance(callback, dict) and callback.get("filename") is not None:
+            _check_checkpoint_name(f"callbacks.{name}.filename", str(callback["filename"]))
     if isinstance(trainer, DictConfig) and "default_root_dir" in trainer:
         root = OmegaConf.to_container(trainer, resolve=False)["default_root_dir"]
         given.append(("trainer.default_root_dir", root, RUN))
     for key, value, exact in given:
         folder = str(value).replace("${hydra:runtime.output_dir}", RUN).rstrip("/") if value is not None else None
-        if folder != exact if exact else not (folder == RUN or str(folder).startswith(f"{RUN}/")):
+        if folder != exact if exact else not inside_run(folder):
             where = f"the run's own folder ({exact})" if exact else f"a folder inside the run's ({RUN}/...)"
             raise SetupError(
                 f"{key}={shown(value)}: {where}, where resume= and a requeued job look for its checkpoints, and no "
                 "other run writes. Fix: leave it out; for checkpoints on another disk, output_root=<a folder there>"
             )
+
+
+def inside_run(folder: str | None) -> bool:
+    """A folder as written (${output_dir}/...) that is the run's or inside it."""
+    return folder is not None and (folder == RUN or folder.startswith(f"{RUN}/")) and ".." not in Path(folder).parts
+
+
+def _check_checkpoint_name(key: str, name: str) -> None:
+    """A checkpoint's name inside its dirpath. An absolute one or one with .. wrote outside the run
+    (every run the same file); "last" wrote last.ckpt, which its next best then removed, newest work
+    and best both."""
+    if Path(name).is_absolute() or ".." in Path(name).parts:
+        problem = "a name inside its dirpath (the run's checkpoints/), where resume= looks"
+    elif Path(name).name.removesuffix(".ckpt") == "last":
+        problem = "the name of last.ckpt, the run's newest work, which this callback's next best would remove"
+    else:
+        return
+    raise SetupError(f"{key}={name}: {problem}. Fix: leave it out (epoch=<N>-step=<N>.ckpt), or a name such as best")
 
 
 def _saves_checkpoints(callback) -> bool:
@@ -501,13 +521,23 @@ def check_logger_folder(logger) -> None:
         )
     if str(logger.get("_target_")).rsplit(".", 1)[-1] not in FOLDER_LOGGERS:  # W&B's name names the run
         return
+    elsewhere = "for logs on another disk, output_root=<a folder there> (the runs' folders go there)"
     for key in ("name", "version"):  # folders below save_dir: /proc/x met a traceback, ../../x wrote elsewhere
         part = logger.get(key)
         if isinstance(part, str) and (Path(part).is_absolute() or ".." in Path(part).parts):
             raise SetupError(
                 f"logger.{key}={part}: a folder inside logger.save_dir (the run's folder), where the logs go. "
-                f"Fix: a name such as logger.{key}=logs; for logs elsewhere, logger.save_dir=<a folder>"
+                f"Fix: a name such as logger.{key}=logs; {elsewhere}"
             )
+    # A folder outside the run's is every such run's: a second run wrote its metrics into the first's
+    # metrics.csv (its steps from 0 again) and its hparams.yaml over the first's, with exit 0.
+    folder = str(OmegaConf.to_container(logger, resolve=False)["save_dir"]).rstrip("/")
+    if not inside_run(folder.replace("${hydra:runtime.output_dir}", RUN)):
+        raise SetupError(
+            f"logger.save_dir={folder}: a folder outside the run's, where every run given it writes "
+            f"its logs into the same files. Fix: leave it out (each run's logs in its folder; tensorboard --logdir "
+            f"outputs shows them all); {elsewhere}"
+        )
 
 
 def check_checkpoint(ckpt_path) -> None:
