@@ -36,6 +36,16 @@ SUPPORTED_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 # sys.stdlib_module_names. tests/test_bad_answers.py checks that every module the generated
 # code imports is here, every module a smoke run and the hook's imports load, and every module
 # the libraries probe for.
+# Not the project's, but every Python environment's: the editable install puts src/ after
+# site-packages, so the installed one wins (train.py: "No module named 'pip.launch'"); or
+# Python itself imports it at every start.
+PYTHONS_OWN = {
+    "pip": "is pip's own name: installed in every environment, it is found before the project's",
+    "wheel": "is the wheel package's name: installed in most environments, it is found before the project's",
+    "sitecustomize": "is a module Python imports at every start, for the site's settings",
+    "usercustomize": "is a module Python imports at every start, for the user's settings",
+}
+
 TAKEN_NAMES = {
     # direct dependencies and the extras (pyproject.toml)
     "torch", "torchvision", "pytorch_lightning", "lightning", "lightning_fabric", "lightning_utilities",
@@ -224,6 +234,8 @@ def _check_package(package):
         _refuse("package_name", package, "would shadow that standard library module", f"package_name=my_{package}")
     if package in TAKEN_NAMES:
         _refuse("package_name", package, "would shadow a module the project needs", f"package_name=my_{package}")
+    if package in PYTHONS_OWN:
+        _refuse("package_name", package, PYTHONS_OWN[package], f"package_name=my_{package}")
 
 
 def _check_command_line_keys(answers):
@@ -289,6 +301,13 @@ def check_answers(answers):
     if email and not EMAIL.fullmatch(email):
         _refuse("email", email, "not an address such as you@example.org", "a plain address, or email='' for none")
     account = answers["slurm_account"]
+    if account.lower() in ("null", "none"):  # meant as none: baked as --account=null
+        _refuse(
+            "slurm_account",
+            account,
+            "would be the account's name (#SBATCH --account=" + account + ")",
+            "slurm_account='' for no --account line",
+        )
     if account and not ACCOUNT.fullmatch(account):
         _refuse(
             "slurm_account",

@@ -78,6 +78,9 @@ BAD_ANSWERS = [
     (["project_slug=pip", "package_name=my_pip"], "`pip install -e .` would uninstall it"),
     (["project_slug=yarl", "package_name=my_yarl"], "project_slug='yarl': is the name of a package the project"),
     (["package_name=yarl"], "package_name='yarl'"),  # aiohttp's: with it shadowed, aiohttp fails to import
+    # baked, but the environment's pip was imported instead ("No module named 'pip.launch'")
+    (["package_name=pip"], "package_name='pip': is pip's own name: installed in every environment, it is found befo"),
+    (["package_name=sitecustomize"], "package_name='sitecustomize': is a module Python imports at every start, for "),
     (["project_name="], "project_name='': is empty"),
     (["project_name=🚀"], "project_slug='': use lowercase ASCII letters"),
     (["author="], "author='': is empty"),
@@ -99,6 +102,8 @@ BAD_ANSWERS = [
     (["project_name=Caf\udce9 Net"], "project_name='Caf\\udce9 Net': holds a byte at position 3 that is not"),
     (["slurm_account=project 2001234"], "slurm_account='project 2001234': a Slurm account has letters"),
     (["slurm_account=$(rm -rf ~)"], "slurm_account='$(rm -rf ~)': a Slurm account has letters"),
+    (["slurm_account=null"], "slurm_account='null': would be the account's name (#SBATCH --account=null). Fix: slur"),
+    (["slurm_account=None"], "slurm_account='None': would be the account's name"),  # meant as none; sbatch refused it
     (["slurm_account= "], "slurm_account=' ': begins or ends with spaces"),  # '' is taken: no --account
     (["python_version=2.7"], "python_version='2.7': supported are 3.10, 3.11, 3.12, 3.13"),
     (["python_version=3.9"], "python_version='3.9': supported are 3.10"),
