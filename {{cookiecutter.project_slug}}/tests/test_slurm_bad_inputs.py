@@ -119,6 +119,13 @@ BAD_INPUTS = [
     (["cluster=puhti", "--", "trainer.max_epohcs=3"], "trainer.max_epohcs=3: no such key in the config"),
     (["cluster=puhti", "--", "resume=nowhere"], "resume=nowhere: no run was started there"),
     (["cluster=puhti", "--", "-m", "data.batch_size=16,32"], "-m: a batch script runs one training"),
+    # the job printed, or checked, and ended COMPLETED without training
+    (["cluster=puhti", "--", "--cfg", "job"], "-- --cfg: an option of train.py's, with which the job would not train"),
+    (["cluster=puhti", "--", "--help"], "-- --help: an option of train.py's"),
+    # a new job's run has no checkpoint: refused on the nodes, after the queue
+    (["cluster=puhti", "--", "ckpt_path=last"], "-- ckpt_path=last: the newest checkpoint of this job's own run (ou"),
+    # each item one word in the script: `srun '--exclusive --mem=0'` failed on the nodes
+    (["cluster=puhti", "cluster.slurm.srun_args=['--exclusive --mem=0']"], "srun_args.0='--exclusive --mem=0': one o"),
     # what the job's own settings set: Hydra let the last one win on the nodes (LUMI's profile on Puhti's V100s)
     (["cluster=puhti", "--", "cluster=lumi"], "-- cluster=lumi: the job's cluster comes from this command's settings"),
     (["cluster=puhti", "--", "trainer.devices=2"], "(the last one would win on the nodes). Fix: gpus=2 before --"),
