@@ -613,6 +613,19 @@ def test_epoch_settings_beyond_an_epochs_batches_stop_before_fit():
     ):
         checks.check_epoch_length(trainer(**fine), UNTESTED)
     checks.check_epoch_length(trainer(val_check_interval=17), dict.fromkeys(SETS))  # unknown
+    # no validation in all the run's epochs: no val/loss, no best checkpoint, exit 0
+    never = r"^trainer.check_val_every_n_epoch=5: more than the run's 2 epoch\(s\) .*Fix: \+trainer.check_val_every_n_e"
+    with pytest.raises(SetupError, match=never):
+        checks.check_epoch_length(trainer(max_epochs=2, check_val_every_n_epoch=5), UNTESTED)
+    never = r"^trainer.val_check_interval=40: more than the run's 32 training batches \(2 epoch\(s\) of 16\)"
+    with pytest.raises(SetupError, match=never):
+        checks.check_epoch_length(trainer(max_epochs=2, val_check_interval=40, check_val_every_n_epoch=None), UNTESTED)
+    for fine in (
+        {"max_epochs": 2, "check_val_every_n_epoch": 5, "limit_val_batches": 0},  # no validation asked for
+        {"max_epochs": -1, "max_steps": 10, "check_val_every_n_epoch": 5},  # no end in epochs
+        {"max_epochs": 2, "val_check_interval": 32, "check_val_every_n_epoch": None},
+    ):
+        checks.check_epoch_length(trainer(**fine), UNTESTED)
     # overfit_batches sets both limits; the line names it
     with pytest.raises(SetupError, match=r"^trainer.overfit_batches=0.4: less than one of the 2 validation batches"):
         checks.check_epoch_length(trainer(overfit_batches=0.4), UNTESTED)

@@ -224,6 +224,28 @@ def check_epoch_length(trainer, batches: dict[str, int | None]) -> None:
             f"Fix: +trainer.val_check_interval={limited} or less, a fraction "
             "of the epoch (e.g. 0.25), or +trainer.check_val_every_n_epoch=null to count the batches across epochs"
         )
+    check_validation_runs(trainer, limited)
+
+
+def check_validation_runs(trainer, batches_per_epoch: int) -> None:
+    """Validation at least once in the run's max_epochs: else no val/loss, no best checkpoint, no
+    divergence check, and exit 0 (as a val_check_interval longer than an epoch, above)."""
+    epochs, every = trainer.max_epochs, trainer.check_val_every_n_epoch
+    interval = getattr(trainer, "val_check_interval", None)
+    if trainer.limit_val_batches == 0 or epochs in (None, -1):
+        return  # no validation asked for, or no end in epochs
+    if every is not None and every > epochs:
+        raise SetupError(
+            f"trainer.check_val_every_n_epoch={every}: more than the run's {epochs} epoch(s) (trainer.max_epochs), "
+            f"so validation would never run. Fix: +trainer.check_val_every_n_epoch={epochs} or less, or "
+            f"trainer.max_epochs={every} or more"
+        )
+    if every is None and isinstance(interval, int) and interval > batches_per_epoch * epochs:
+        raise SetupError(
+            f"trainer.val_check_interval={interval}: more than the run's {batches_per_epoch * epochs} training batches "
+            f"({epochs} epoch(s) of {batches_per_epoch}), so validation would never run. "
+            f"Fix: +trainer.val_check_interval={batches_per_epoch * epochs} or less"
+        )
 
 
 def check_batch_limit(trainer, stage: str, batches: int | None) -> None:
