@@ -271,6 +271,8 @@ BAD_VALUES = [
     (["speed.compile=bogus"], "speed.compile=bogus: false or a torch.compile mode: default, reduce-overhead, max-aut"),
     (["speed.matmul_precision=low"], "speed.matmul_precision=low: one of highest, high, medium. Fix: e.g. speed.matm"),
     (["speed.cudnn_benchmark=maybe"], "speed.cudnn_benchmark=maybe: true or false"),
+    # the relative paths named folders inside the run's: "MNIST is not under data/MNIST/raw"
+    (["hydra.job.chdir=true"], "hydra.job.chdir=true: the run would work in its own folder, where the project's re"),
     (["output_root=/proc/no/such/dir"], "output_root=/proc/no/such/dir: cannot be written: /proc is not writable"),
     (["logger.save_dir=/proc/x"], "logger.save_dir=/proc/x: cannot be written: /proc is not writable"),  # a traceback
     # folders below save_dir: a traceback once the run folder was made, or logs written outside the run

@@ -240,6 +240,12 @@ def _check_keys_nothing_reads(overrides: list[str]) -> None:
                 f"{override}: a run keeps its config in .hydra (a resume in .hydra/resumes/<time>), where resume= and "
                 "a requeue read it. Fix: leave out hydra.output_subdir"
             )
+        if key == "hydra.job.chdir" and value.lower() == "true":  # the working folder: the project's
+            raise SetupError(
+                f"{override}: the run would work in its own folder, where the project's relative paths "
+                "(data.root=data, output_root=outputs) name other folders (MNIST not found there). Fix: leave it "
+                "out; the run's folder is output_dir in the config"
+            )
         if key == "output_dir" and override.startswith(("output_dir=", "++output_dir=")):
             raise SetupError(_own_output_dir(value))
         if not override.startswith("+") or "." in key or not value:
