@@ -279,6 +279,9 @@ BAD_OVERRIDES = [
     ("benchmark.__main__", [*ONE_STEP, "trainer.accumulate_grad_batches=4", CPU], "ERROR: trainer.accumulate_gra"),
     ("benchmark.__main__", [*ONE_STEP, "trainer.gradient_clip_val=1", CPU], "ERROR: trainer.gradient_clip_val=1: the"),
     ("benchmark.__main__", [*ONE_STEP, "ckpt_path=last", CPU], "ERROR: ckpt_path=last: the benchmark's plain loop has"),
+    # the Lightning way alone compiled (a minute), and the report said "compiled: no"
+    ("benchmark.__main__", [*ONE_STEP, "speed.compile=default", CPU], "ERROR: speed.compile=default: the benchmark"),
+    ("benchmark.__main__", [*ONE_STEP, "speed.matmul_precision=highest", CPU], "ERROR: speed.matmul_precision=high"),
     # More data than memory (before: torch's allocation error, a traceback)
     ("benchmark.__main__", [*ONE_STEP, "data.num_samples=10000000000", CPU], "ERROR: data.num_samples=10000000000: "),
     ("benchmark.overhead", ["--steps=1000000000", CPU], "ERROR: --warmup + --steps = 1000000050 batches of 128: about"),

@@ -32,6 +32,10 @@ UNLIKE = (
     ("trainer.accumulate_grad_batches", (1,), "gradient accumulation"),
     ("trainer.gradient_clip_val", (None, 0), "gradient clipping"),
     ("ckpt_path", (None,), "resume: both ways train from new weights for --warmup and --steps"),
+    # its settings (plain.py: tuned_backends), which the Lightning way takes from speed.*
+    ("speed.compile", (False,), "torch.compile by speed.compile (--compile MODE compiles both ways)"),
+    ("speed.matmul_precision", ("high",), "float32 matmul precision but high (TF32 on GPUs)"),
+    ("speed.cudnn_benchmark", (True,), "cuDNN without its benchmark mode"),
 )
 
 
