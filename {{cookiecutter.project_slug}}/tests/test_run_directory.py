@@ -364,6 +364,12 @@ def test_resume_of_a_checkpoint_file_names_its_runs_folder(tmp_path, monkeypatch
     nowhere = r"^resume=new/nowhere: no run was started there \(\S+ is missing\)\. Fix: a run's folder \(new holds"
     with pytest.raises(SetupError, match=nowhere):
         resume_overrides(["resume=new/nowhere"])
+    # the run's id for its folder: the fix named no run ("." holds none with checkpoints)
+    (tmp_path / "outputs").mkdir()
+    (tmp_path / "run").rename(tmp_path / "outputs" / "r1")
+    in_outputs = r"^resume=r1: no run was started there; outputs/r1 is that run\. Fix: resume=outputs/r1$"
+    with pytest.raises(SetupError, match=in_outputs):
+        resume_overrides(["resume=r1"])
 
 
 @pytest.mark.parametrize("name", ["run (1)", "a,b", "1e3", "it's", "ünï"])

@@ -112,6 +112,10 @@ def resume_overrides(argv: list[str]) -> list[str]:
         raise SetupError(
             f"resume={run_dir}: a folder of runs, not a run. Fix: resume={_in(run_dir)}, one of: {', '.join(inside)}"
         )
+    root = next((arg.split("=", 1)[1] for arg in argv if arg.startswith("output_root=")), DEFAULT_OUTPUT_ROOT)
+    under = Path(root) / run_dir  # resume=<run_id>, for the run's folder in output_root
+    if not records and not run_dir.is_absolute() and (under / ".hydra" / "overrides.yaml").is_file():
+        raise SetupError(f"resume={run_dir}: no run was started there; {shown(under)} is that run. Fix: resume={under}")
     if not records:
         listed = _runs_with_checkpoints(run_dir.parent)
         fix = f"resume={_in(run_dir.parent)}, one of: {', '.join(listed)}"
@@ -196,6 +200,9 @@ def _record_of_newest_checkpoint(run_dir: Path, newest: tuple[Path, int] | None,
         return named
     written = newest[0].stat().st_mtime
     return ([record for record in records if record.stat().st_mtime <= written] or records[:1])[-1]
+
+
+DEFAULT_OUTPUT_ROOT = "outputs"  # configs/train.yaml's output_root
 
 
 def _in(output_root: Path) -> str:
