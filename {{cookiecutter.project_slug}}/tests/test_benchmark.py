@@ -281,7 +281,6 @@ BAD_OVERRIDES = [
     ("benchmark.__main__", [*ONE_STEP, "ckpt_path=last", CPU], "ERROR: ckpt_path=last: the benchmark's plain loop has"),
     # the Lightning way alone compiled (a minute), and the report said "compiled: no"
     ("benchmark.__main__", [*ONE_STEP, "speed.compile=default", CPU], "ERROR: speed.compile=default: the benchmark"),
-    ("benchmark.__main__", [*ONE_STEP, "speed.matmul_precision=highest", CPU], "ERROR: speed.matmul_precision=high"),
     # More data than memory (before: torch's allocation error, a traceback)
     ("benchmark.__main__", [*ONE_STEP, "data.num_samples=10000000000", CPU], "ERROR: data.num_samples=10000000000: "),
     ("benchmark.overhead", ["--steps=1000000000", CPU], "ERROR: --warmup + --steps = 1000000050 batches of 128: about"),
@@ -307,3 +306,18 @@ def test_benchmarks_stop_a_wrong_override_with_one_line(module, args, message, m
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(message) and "Fix: " in line, line
     assert not list(tmp_path.iterdir()), "a refused benchmark made files"
+
+
+def test_the_plain_loop_takes_the_configs_speed_settings():
+    """It set TF32 and cudnn's benchmark mode whatever speed.* said, and the Lightning way took speed.*:
+    with speed.matmul_precision=highest the two ways were unlike."""
+    import torch
+    from omegaconf import OmegaConf
+
+    from {{ cookiecutter.package_name }}.benchmark.plain import tuned_backends
+
+    before = torch.get_float32_matmul_precision(), torch.backends.cudnn.benchmark
+    speed = OmegaConf.create({"matmul_precision": "medium", "cudnn_benchmark": False})
+    with tuned_backends(torch.device("cuda"), speed):  # the settings only: nothing runs on the GPU
+        assert (torch.get_float32_matmul_precision(), torch.backends.cudnn.benchmark) == ("medium", False)
+    assert (torch.get_float32_matmul_precision(), torch.backends.cudnn.benchmark) == before

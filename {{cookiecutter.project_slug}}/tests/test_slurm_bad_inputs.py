@@ -122,6 +122,7 @@ BAD_INPUTS = [
     # the job printed, or checked, and ended COMPLETED without training
     (["cluster=puhti", "--", "--cfg", "job"], "-- --cfg: an option of train.py's, with which the job would not train"),
     (["cluster=puhti", "--", "--help"], "-- --help: an option of train.py's"),
+    (["cluster=puhti", "--", "--info"], "-- --info: an option of train.py's"),
     # a new job's run has no checkpoint: refused on the nodes, after the queue
     (["cluster=puhti", "--", "ckpt_path=last"], "-- ckpt_path=last: the newest checkpoint of this job's own run (ou"),
     # each item one word in the script: `srun '--exclusive --mem=0'` failed on the nodes
@@ -247,6 +248,22 @@ def render(argv: list[str], capsys) -> str:
 def test_the_partition_that_generic_yaml_suggests_works(capsys):
     assert "#SBATCH --partition=gpu\n" in render(["cluster=generic", "cluster.slurm.partition=gpu"], capsys)
     assert "#SBATCH --partition" not in render(["cluster=generic"], capsys)
+
+
+def test_what_the_renderers_new_refusals_leave_to_train_py_passes(tmp_path, capsys):
+    """Refused: ckpt_path=last for a new job's own run, the options that print, srun options in one
+    item. Not: ckpt_path=last with the run to resume, an option's value with spaces."""
+    import yaml
+
+    from {{ cookiecutter.package_name }}.callbacks.checkpoints import ForwardOnlyCheckpointIO
+
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(["trainer.max_epochs=1"]))
+    ForwardOnlyCheckpointIO().save_checkpoint({"global_step": 4}, run / "checkpoints" / "last.ckpt")
+    assert f"resume={run} ckpt_path=last" in render(["cluster=puhti", "--", f"resume={run}", "ckpt_path=last"], capsys)
+    spaced = "cluster.slurm.srun_args=['--comment=two words']"  # one option, its value with a space
+    assert "'--comment=two words'" in render(["cluster=puhti", spaced], capsys)
 
 
 def test_gpus_all_means_a_whole_node(capsys):

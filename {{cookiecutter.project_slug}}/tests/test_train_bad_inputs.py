@@ -273,6 +273,7 @@ BAD_VALUES = [
     (["speed.cudnn_benchmark=maybe"], "speed.cudnn_benchmark=maybe: true or false"),
     # the relative paths named folders inside the run's: "MNIST is not under data/MNIST/raw"
     (["hydra.job.chdir=true"], "hydra.job.chdir=true: the run would work in its own folder, where the project's re"),
+    (["hydra.job.chdir=1"], "hydra.job.chdir=true: the run would work in its own folder"),  # Hydra reads 1 as true
     (["output_root=/proc/no/such/dir"], "output_root=/proc/no/such/dir: cannot be written: /proc is not writable"),
     (["logger.save_dir=/proc/x"], "logger.save_dir=/proc/x: cannot be written: /proc is not writable"),  # a traceback
     # folders below save_dir: a traceback once the run folder was made, or logs written outside the run
@@ -351,6 +352,10 @@ def test_right_values_pass(capsys, tmp_path, clean_env):
     mine += ["+callbacks.acc.dirpath=${output_dir}/checkpoints/acc"]  # a checkpoint of your own, inside the run
     mine += ["callbacks.last_checkpoint.dirpath=${output_dir}/checkpoints/"]  # the same folder, written with a /
     mine += ['+callbacks.acc.filename="acc/{epoch}"', "logger=csv", "logger.save_dir=${output_dir}/logs"]
+    check_command_line([*mine, f"output_root={tmp_path}"])
+    # last.ckpt of a folder of its own; logs elsewhere in a folder of each run's; no working folder change
+    mine = [*mine[:3], "+callbacks.acc.filename=last", f"logger.save_dir={tmp_path}/logs", "logger.version=${run_id}"]
+    mine += ["hydra.job.chdir=false"]
     check_command_line([*mine, f"output_root={tmp_path}"])
     check_command_line(["~logger", "~experiment", "~callbacks.progress_bar", f"output_root={tmp_path}"])
     lenient = ["trainer.precision=16", "trainer.devices=[0]", "model.optimizer.lr=0"]  # what Lightning takes too
@@ -619,6 +624,8 @@ def test_epoch_settings_beyond_an_epochs_batches_stop_before_fit():
     never = r"^trainer.check_val_every_n_epoch=5: more than the run's 2 epoch\(s\) .*Fix: \+trainer.check_val_every_n_e"
     with pytest.raises(SetupError, match=never):
         checks.check_epoch_length(trainer(max_epochs=2, check_val_every_n_epoch=5), UNTESTED)
+    with pytest.raises(SetupError, match=never):  # data of a size known only once set up
+        checks.check_epoch_length(trainer(max_epochs=2, check_val_every_n_epoch=5), dict.fromkeys(SETS))
     never = r"^trainer.val_check_interval=40: more than the run's 32 training batches \(2 epoch\(s\) of 16\)"
     with pytest.raises(SetupError, match=never):
         checks.check_epoch_length(trainer(max_epochs=2, val_check_interval=40, check_val_every_n_epoch=None), UNTESTED)

@@ -32,10 +32,8 @@ UNLIKE = (
     ("trainer.accumulate_grad_batches", (1,), "gradient accumulation"),
     ("trainer.gradient_clip_val", (None, 0), "gradient clipping"),
     ("ckpt_path", (None,), "resume: both ways train from new weights for --warmup and --steps"),
-    # its settings (plain.py: tuned_backends), which the Lightning way takes from speed.*
+    # --compile MODE compiles both ways (speed.matmul_precision and speed.cudnn_benchmark: both take them)
     ("speed.compile", (False,), "torch.compile by speed.compile (--compile MODE compiles both ways)"),
-    ("speed.matmul_precision", ("high",), "float32 matmul precision but high (TF32 on GPUs)"),
-    ("speed.cudnn_benchmark", (True,), "cuDNN without its benchmark mode"),
 )
 
 
@@ -105,7 +103,10 @@ def check_benchmark_config(cfg, args: argparse.Namespace, world_size: int) -> No
     # What the plain loop does not do: the ratio would compare unlike loops (and ckpt_path a fit of another length).
     for key, plain, what in UNLIKE:
         if (value := OmegaConf.select(cfg, key)) not in plain:
-            raise SetupError(f"{key}={value}: the benchmark's plain loop has no {what}. Fix: leave out {key}")
+            like = "null" if plain[0] is None else str(plain[0]).lower()  # where the config file sets it
+            raise SetupError(
+                f"{key}={value}: the benchmark's plain loop has no {what}. Fix: leave out {key} ({key}={like})"
+            )
     devices, nodes = cfg.trainer.devices, cfg.trainer.num_nodes
     if isinstance(devices, int) and isinstance(nodes, int) and devices * nodes != world_size:
         raise SetupError(

@@ -85,15 +85,16 @@ def fused_on_cuda(optimizer: torch.optim.Optimizer, device: torch.device) -> tor
 
 
 @contextlib.contextmanager
-def tuned_backends(device: torch.device):
-    """TF32 matmuls and cudnn's benchmark mode on a GPU, for this loop only: the Lightning
-    path gets its settings from the config, not from whichever way ran before it."""
+def tuned_backends(device: torch.device, speed: DictConfig):
+    """The config's speed.matmul_precision and speed.cudnn_benchmark on a GPU (by default TF32 matmuls
+    and cudnn's benchmark mode), for this loop only, as the Lightning path sets them (speed.py):
+    neither way takes its settings from whichever ran before it."""
     if device.type != "cuda":
         yield
         return
     precision, benchmark = torch.get_float32_matmul_precision(), torch.backends.cudnn.benchmark
-    torch.set_float32_matmul_precision("high")
-    torch.backends.cudnn.benchmark = True
+    torch.set_float32_matmul_precision(speed.matmul_precision)
+    torch.backends.cudnn.benchmark = bool(speed.cudnn_benchmark)
     try:
         yield
     finally:
@@ -106,7 +107,7 @@ def train_plain(
 ):
     """whole_step: compile_mode applies to the whole step, not to the model's call alone."""
     # Without Lightning imported, a plain loop on CPUs never pays NVML's check per step (hook_costs.py).
-    with tuned_backends(device), cuda_availability_cached(on_gpu=device.type == "cuda"):
+    with tuned_backends(device, cfg.speed), cuda_availability_cached(on_gpu=device.type == "cuda"):
         return _train_plain(cfg, window, device, compile_mode, whole_step)
 
 

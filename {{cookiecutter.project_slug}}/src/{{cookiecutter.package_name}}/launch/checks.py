@@ -211,7 +211,10 @@ def check_epoch_length(trainer, batches: dict[str, int | None]) -> None:
     for stage, count in batches.items():
         check_batch_limit(trainer, stage, count)
     train_batches, limit = batches["train"], trainer.limit_train_batches
-    if train_batches is None or limit == 0:  # 0: no training, so Lightning checks nothing
+    if limit == 0:  # no training, so Lightning checks nothing
+        return
+    if train_batches is None:  # unknown until the data is set up
+        check_validation_runs(trainer, None)
         return
     limited = min(train_batches, limit) if isinstance(limit, int) else int(train_batches * limit)
     trained = f"the {limited} training batches each process gets in an epoch"
@@ -227,9 +230,10 @@ def check_epoch_length(trainer, batches: dict[str, int | None]) -> None:
     check_validation_runs(trainer, limited)
 
 
-def check_validation_runs(trainer, batches_per_epoch: int) -> None:
+def check_validation_runs(trainer, batches_per_epoch: int | None) -> None:
     """Validation at least once in the run's max_epochs: else no val/loss, no best checkpoint, no
-    divergence check, and exit 0 (as a val_check_interval longer than an epoch, above)."""
+    divergence check, and exit 0 (as a val_check_interval longer than an epoch, above).
+    batches_per_epoch: each process's training batches (None: unknown until the data is set up)."""
     epochs, every = trainer.max_epochs, trainer.check_val_every_n_epoch
     interval = getattr(trainer, "val_check_interval", None)
     if trainer.limit_val_batches == 0 or epochs in (None, -1):
@@ -240,7 +244,7 @@ def check_validation_runs(trainer, batches_per_epoch: int) -> None:
             f"so validation would never run. Fix: +trainer.check_val_every_n_epoch={epochs} or less, or "
             f"trainer.max_epochs={every} or more"
         )
-    if every is None and isinstance(interval, int) and interval > batches_per_epoch * epochs:
+    if every is None and isinstance(interval, int) and batches_per_epoch and interval > batches_per_epoch * epochs:
         raise SetupError(
             f"trainer.val_check_interval={interval}: more than the run's {batches_per_epoch * epochs} training batches "
             f"({epochs} epoch(s) of {batches_per_epoch}), so validation would never run. "

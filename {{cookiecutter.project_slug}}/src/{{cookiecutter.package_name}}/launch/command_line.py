@@ -240,12 +240,6 @@ def _check_keys_nothing_reads(overrides: list[str]) -> None:
                 f"{override}: a run keeps its config in .hydra (a resume in .hydra/resumes/<time>), where resume= and "
                 "a requeue read it. Fix: leave out hydra.output_subdir"
             )
-        if key == "hydra.job.chdir" and value.lower() == "true":  # the working folder: the project's
-            raise SetupError(
-                f"{override}: the run would work in its own folder, where the project's relative paths "
-                "(data.root=data, output_root=outputs) name other folders (MNIST not found there). Fix: leave it "
-                "out; the run's folder is output_dir in the config"
-            )
         if key == "output_dir" and override.startswith(("output_dir=", "++output_dir=")):
             raise SetupError(_own_output_dir(value))
         if not override.startswith("+") or "." in key or not value:
@@ -367,6 +361,7 @@ def _checked(overrides: list[str]):
     cfg = _compose(overrides)
     _check_choices(cfg)
     _check_experiment_package(cfg)
+    _check_working_folder(cfg)
     check_values(cfg)
     check_added_arguments(cfg, overrides)
     check_model_parts(cfg)
@@ -485,6 +480,17 @@ def _check_choices(cfg) -> None:
                 f"{group}={name}: a base of the other {group} choices, not one itself; allowed: "
                 f"{', '.join(allowed)}. Fix: {choice_fix(group, name.lstrip('_'), allowed)}"
             )
+
+
+def _check_working_folder(cfg) -> None:
+    """hydra.job.chdir (=true, 1, yes; or in an experiment file): the run worked in its own folder, where the
+    project's relative paths named other folders ("MNIST is not under data/MNIST/raw", or a download into each)."""
+    if cfg.hydra.job.get("chdir") is True:
+        raise SetupError(
+            "hydra.job.chdir=true: the run would work in its own folder, where the project's relative paths "
+            "(data.root=data, output_root=outputs) name other folders (MNIST not found there). Fix: leave it "
+            "out; the run's folder is output_dir in the config"
+        )
 
 
 def _check_experiment_package(cfg) -> None:

@@ -167,8 +167,9 @@ def stopped_by_time_limit(trainer) -> bool:
 
 
 def stopped_early(trainer) -> bool:
-    """A callback (EarlyStopping, one's own) ended the training before its max_epochs or max_steps,
-    not the time limit (whose run trains on). The same on every rank: should_stop is agreed."""
+    """At the training's end: a callback (EarlyStopping, one's own) ended it before its max_epochs or
+    max_steps, not +trainer.max_time with epochs or steps left (that run trains on, exit 124). The
+    same on every rank: should_stop is agreed."""
     return (
         trainer.should_stop
         and limit_reached(trainer, epochs_done(trainer), trainer.global_step) is None
@@ -213,6 +214,7 @@ def training_ended(trainer, start: StartCheckpoint) -> bool:
 
 
 def ended_early(start: StartCheckpoint) -> bool:
+    """The checkpoint was saved where a callback ended the training early (stopped_early, then)."""
     from ..callbacks.checkpoints import STOPPED_EARLY
 
     return start.state.get(STOPPED_EARLY) is True

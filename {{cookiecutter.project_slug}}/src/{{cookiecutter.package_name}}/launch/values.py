@@ -427,8 +427,9 @@ def check_run_folders(callbacks, trainer) -> None:
             if isinstance(callback, dict) and key in callback:
                 exact = own[1] if own and own[0] == key else RUN if key == "run_dir" else None
                 given.append((f"callbacks.{name}.{key}", callback[key], exact))
-        if isinstance(callback, dict) and callback.get("filename") is not None:
-            _check_checkpoint_name(f"callbacks.{name}.filename", str(callback["filename"]))
+        if target.endswith("ModelCheckpoint") and callback.get("filename") is not None:
+            in_checkpoints = str(callback.get("dirpath", "")).rstrip("/") == f"{RUN}/checkpoints"
+            _check_checkpoint_name(f"callbacks.{name}.filename", str(callback["filename"]), in_checkpoints)
     if isinstance(trainer, DictConfig) and "default_root_dir" in trainer:
         root = OmegaConf.to_container(trainer, resolve=False)["default_root_dir"]
         given.append(("trainer.default_root_dir", root, RUN))
@@ -447,13 +448,13 @@ def inside_run(folder: str | None) -> bool:
     return folder is not None and (folder == RUN or folder.startswith(f"{RUN}/")) and ".." not in Path(folder).parts
 
 
-def _check_checkpoint_name(key: str, name: str) -> None:
+def _check_checkpoint_name(key: str, name: str, in_checkpoints: bool) -> None:
     """A checkpoint's name inside its dirpath. An absolute one or one with .. wrote outside the run
-    (every run the same file); "last" wrote last.ckpt, which its next best then removed, newest work
-    and best both."""
+    (every run the same file); "last" in the run's checkpoints/ wrote last.ckpt, which its next best
+    then removed, newest work and best both."""
     if Path(name).is_absolute() or ".." in Path(name).parts:
         problem = "a name inside its dirpath (the run's checkpoints/), where resume= looks"
-    elif Path(name).name.removesuffix(".ckpt") == "last":
+    elif in_checkpoints and name.removesuffix(".ckpt") == "last":
         problem = "the name of last.ckpt, the run's newest work, which this callback's next best would remove"
     else:
         return
@@ -531,12 +532,16 @@ def check_logger_folder(logger) -> None:
             )
     # A folder outside the run's is every such run's: a second run wrote its metrics into the first's
     # metrics.csv (its steps from 0 again) and its hparams.yaml over the first's, with exit 0.
-    folder = str(OmegaConf.to_container(logger, resolve=False)["save_dir"]).rstrip("/")
-    if not inside_run(folder.replace("${hydra:runtime.output_dir}", RUN)):
+    raw = OmegaConf.to_container(logger, resolve=False)
+    folder = str(raw["save_dir"]).rstrip("/")
+    for own in ("${hydra:runtime.output_dir}", "${hydra:run.dir}"):
+        folder = folder.replace(own, RUN)
+    per_run = any("${run_id}" in str(raw.get(key)) for key in ("name", "version"))  # a folder of each run's there
+    if not inside_run(folder) and not per_run:
         raise SetupError(
-            f"logger.save_dir={folder}: a folder outside the run's, where every run given it writes "
-            f"its logs into the same files. Fix: leave it out (each run's logs in its folder; tensorboard --logdir "
-            f"outputs shows them all); {elsewhere}"
+            f"logger.save_dir={raw['save_dir']}: a folder outside the run's, where every run given it writes its logs "
+            "into the same files. Fix: leave it out (each run's logs in its folder; tensorboard --logdir outputs "
+            "shows them all), or also 'logger.version=${run_id}' (a folder per run there); " + elsewhere
         )
 
 

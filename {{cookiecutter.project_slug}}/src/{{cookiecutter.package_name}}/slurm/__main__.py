@@ -127,16 +127,21 @@ SET_BY_THE_JOB = {
 }
 
 
+# train.py's options that print or check instead of training (Hydra's)
+PRINTING_OPTIONS = {"--cfg", "-c", "--help", "-h", "--hydra-help", "--info", "-i", "--version", "--resolve", "-p"}
+PRINTING_OPTIONS |= {"--package", "--shell-completion", "-sc"}
+
+
 def check_train_overrides(train_overrides: list[str]) -> None:
     keys = {override.lstrip("+~").partition("=")[0]: override for override in train_overrides}
-    if "ckpt_path" in keys and keys["ckpt_path"].endswith("=last") and "run_id" not in keys:
+    if "ckpt_path" in keys and keys["ckpt_path"].endswith("=last") and not {"run_id", "resume"} & keys.keys():
         # a new job's run is slurm-<its job id>, with no checkpoint yet: refused on the nodes, after the queue
         raise ProfileError(
             "-- ckpt_path=last: the newest checkpoint of this job's own run (outputs/slurm-<job id>), which a new "
             "job has none of (a requeue resumes by itself). Fix: -- resume=outputs/<the run to continue>"
         )
     for override in train_overrides:
-        if override.startswith("-"):  # --cfg job, --help, -c ...: the job would print, not train, and exit 0
+        if override in PRINTING_OPTIONS:  # the job would print, not train, and exit 0
             raise ProfileError(
                 f"-- {override}: an option of train.py's, with which the job would not train (it prints or "
                 f"checks, then ends with exit 0). Fix: run python train.py {override} ... here, and leave it out "

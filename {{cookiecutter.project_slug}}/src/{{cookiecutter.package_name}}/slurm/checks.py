@@ -125,7 +125,7 @@ def check_profile(cluster: dict) -> None:
     for key in ("module_use", "modules", "srun_args", "full_node_srun_args"):
         if not isinstance(slurm.get(key) or [], list):
             raise refuse(f"cluster.slurm.{key}", slurm[key], f"a list, e.g. '[{slurm[key]}]' {where}")
-        for i, item in enumerate(slurm.get(key) or [] if "srun" in key else []):
+        for i, item in enumerate((slurm.get(key) or []) if "srun" in key else []):
             # The script quotes each item as one word: '--exclusive --mem=0' was one option on the
             # nodes. An option's value may hold spaces ('--comment=a b').
             if re.search(r"\S\s+-", str(item)):
