@@ -275,6 +275,13 @@ class SignalInSanityCheck(pl.Callback):
             os.kill(os.getpid(), signal.SIGTERM)
 
 
+class SignalAtTrainingEnd(pl.Callback):
+    """Test-only: SIGTERM to this process at the training's end, before its last save."""
+
+    def on_train_end(self, trainer, pl_module):
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 class RecordBatches(pl.Callback):
     """Test-only: rank 0's training batches, one line each: the epoch and a hash of the batch."""
 

@@ -403,6 +403,12 @@ def test_resume_of_a_run_stopped_before_its_first_checkpoint_starts_it_again(tmp
     assert "no checkpoint there yet, so the run starts again from its beginning" in capsys.readouterr().err
     with pytest.raises(SetupError, match=r"^resume=\S+ with -m: a resume continues one run in its folder"):
         resume_overrides([f"resume={run}", "-m", "seed=1,2"])
+    # a run that started from a checkpoint (fine-tuning) starts from it again: before, from new weights
+    given = tmp_path / "pretrained" / "epoch=1-step=10.ckpt"
+    quoted = f"ckpt_path='{given}'"  # as a path with = must be written for Hydra
+    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(["trainer.max_epochs=1", quoted]))
+    assert resume_overrides([f"resume={run}"])[-1] == quoted
+    assert f"starts again from its beginning (from {given}, as it did)" in capsys.readouterr().err
 
 
 def test_an_unreadable_newest_checkpoint_stops_with_one_line(tmp_path, monkeypatch):
@@ -641,6 +647,26 @@ def test_a_stop_in_a_resumes_sanity_check_keeps_the_checkpoint_it_resumes(tmp_pa
     assert result.returncode == 143, result.stdout + result.stderr
     assert f"Stopped by SIGTERM at step {step_of(last)}: newest {last}. Resume: " in result.stderr
     assert last.read_bytes() == saved
+
+
+def test_a_sigterm_at_the_trainings_last_save_stops_before_the_test(tmp_path):
+    """Lightning's handler took it there (SaveOnStop's had ended with the training): the whole test
+    ran, and the run exited 0."""
+    run = tmp_path / "run"
+    stop = ["+callbacks.signal._target_=tests.helpers.SignalAtTrainingEnd", "test_after_fit=true"]
+    result = train(f"output_root={tmp_path}", "run_id=run", "trainer.max_epochs=1", *stop)
+    assert result.returncode == 143, result.stdout + result.stderr
+    last = run / "checkpoints" / "last.ckpt"
+    assert f"after the training's end: newest {last}. Nothing is left to train; to test: " in result.stderr
+    assert "test/acc" not in result.stdout + result.stderr and step_of(last) == 4
+
+
+def test_a_sigterm_without_the_save_on_stop_callback_exits_143(tmp_path):
+    """~callbacks.save_on_stop: Lightning's own handling exited 0, as if the run had finished."""
+    stop = ["+callbacks.signal._target_=tests.helpers.SignalInSanityCheck", "trainer.num_sanity_val_steps=2"]
+    result = train(f"output_root={tmp_path}", "run_id=run", "~callbacks.save_on_stop", "data.num_samples=1024", *stop)
+    assert result.returncode == 143, result.stdout + result.stderr
+    assert "Stopped by SIGTERM (nothing saved: callbacks.save_on_stop is left out)" in result.stderr
 
 
 # ------------------------------------------------------------------ checkpoint writes

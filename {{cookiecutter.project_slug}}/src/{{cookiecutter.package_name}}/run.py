@@ -7,6 +7,7 @@ import pytorch_lightning as pl
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 from pytorch_lightning.utilities import rank_zero_info
+from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from .callbacks.checkpoints import write_forward_only
 from .callbacks.monitored_metrics import MonitoredMetricsLogged
@@ -200,5 +201,9 @@ def train(cfg: DictConfig, ckpt_path: str | None) -> pl.Trainer:
                     )
                     raise SystemExit(TIME_LIMIT_EXIT)
             if cfg.test_after_fit:
+                # A SIGTERM at the training's last save, where Lightning's handler took it: the test ran, exit 0.
+                # Any rank's: the others would wait in the test's collectives for one that left.
+                if trainer.strategy.reduce_boolean_decision(trainer.received_sigterm, all=False):
+                    raise SIGTERMException  # stop_exit_code: the line that tests, exit 143
                 trainer.test(model, datamodule=datamodule, ckpt_path=ckpt_path if ended else None)
     return trainer

@@ -182,10 +182,16 @@ def stop_exit_code(trainer: pl.Trainer):
     stoppers = [callback for callback in trainer.callbacks if isinstance(callback, SaveOnStop)]
     try:
         yield
-    except SystemExit:
+    except SystemExit as stop:
         codes = [stopper.exit_code for stopper in stoppers if stopper.exit_code]
         if codes:
             raise SystemExit(codes[0]) from None
+        if isinstance(stop, SIGTERMException):  # SaveOnStop did not take it: Lightning's exit 0 otherwise
+            if stoppers:  # the signal came at the training's end (its last save), before the test: not run
+                stoppers[0].report(trainer, "SIGTERM", saved=False)
+            else:
+                print("\nStopped by SIGTERM (nothing saved: callbacks.save_on_stop is left out)", file=sys.stderr)
+            raise SystemExit(EXIT_CODES["SIGTERM"]) from None
         raise
     except KeyboardInterrupt:
         if not stoppers or not stoppers[0].catching:

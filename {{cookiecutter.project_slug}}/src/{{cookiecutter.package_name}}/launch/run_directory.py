@@ -131,6 +131,7 @@ def resume_overrides(argv: list[str]) -> list[str]:
     newest = newest_checkpoint(run_dir)  # read once, for both uses below
     record = _record_of_newest_checkpoint(run_dir, newest, records)
     saved = [*(yaml.safe_load(record.read_text()) or []), *_config_search_path(record)]
+    started_from = [_unquoted(arg.split("=", 1)[1]) for arg in saved if _key(arg) == "ckpt_path" and "=" in arg]
     # A key the start added (+key=...) exists only through that override: a new value keeps the +.
     added = {_key(arg) for arg in saved if arg.startswith("+") and not arg.startswith("++")}
     new = [_still_added(arg) if _key(arg) in added else arg for arg in new]
@@ -147,10 +148,13 @@ def resume_overrides(argv: list[str]) -> list[str]:
             f"{shown(run_dir / 'checkpoints' / 'last.ckpt')} <overrides>"
         )
     if newest is None:  # stopped before its first save: nothing to lose, start it again
+        # as it started: a fine-tuning run from the checkpoint it was given (before, from new weights)
+        start = started_from[-1] if started_from and started_from[-1] not in ("last", "null") else None
         if global_rank() == 0:
-            print(f"resume={shown(run_dir)}: no checkpoint there yet, so the run starts again from its beginning, "
-                  "in its folder, with its settings", file=sys.stderr)  # fmt: skip
-        place["ckpt_path"] = None
+            weights = f" (from {start}, as it did)" if start else ""
+            print(f"resume={shown(run_dir)}: no checkpoint there yet, so the run starts again from its beginning"
+                  f"{weights}, in its folder, with its settings", file=sys.stderr)  # fmt: skip
+        place["ckpt_path"] = start
     placed = [f"{key}={'null' if value is None else _hydra_value(value)}" for key, value in place.items()]
     return [*options, *saved, *placed, *[arg for arg in new if arg not in options and _key(arg) not in mine]]
 
