@@ -30,12 +30,6 @@ from slugify import slugify
 MAX_NAME = 30
 SUPPORTED_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 
-# Import names a generated project cannot take: it imports them itself, or its dependencies
-# do (shadowing one fails at run time, or already when the post-gen hook imports PyYAML), or
-# they are folders and files at its root. The standard library is refused through
-# sys.stdlib_module_names. tests/test_bad_answers.py checks that every module the generated
-# code imports is here, every module a smoke run and the hook's imports load, and every module
-# the libraries probe for.
 # Not the project's, but every Python environment's: the editable install puts src/ after
 # site-packages, so the installed one wins (train.py: "No module named 'pip.launch'"); or
 # Python itself imports it at every start.
@@ -46,6 +40,12 @@ PYTHONS_OWN = {
     "usercustomize": "is a module Python imports at every start, for the user's settings",
 }
 
+# Import names a generated project cannot take: it imports them itself, or its dependencies
+# do (shadowing one fails at run time, or already when the post-gen hook imports PyYAML), or
+# they are folders and files at its root. The standard library is refused through
+# sys.stdlib_module_names. tests/test_bad_answers.py checks that every module the generated
+# code imports is here, every module a smoke run and the hook's imports load, and every module
+# the libraries probe for.
 TAKEN_NAMES = {
     # direct dependencies and the extras (pyproject.toml)
     "torch", "torchvision", "pytorch_lightning", "lightning", "lightning_fabric", "lightning_utilities",
