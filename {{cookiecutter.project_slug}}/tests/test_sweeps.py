@@ -638,7 +638,8 @@ def test_a_sweep_point_that_raises_fails_its_job_and_the_sweep_names_it(local_sl
     assert result.returncode == 1 and "Traceback" not in result.stderr, output
     failed, finished = summary_of(tmp_path)["points"]
     assert (failed["state"], finished["state"]) == ("FAILED", "COMPLETED"), (failed, finished)
-    assert local_slurm.job(failed["slurm_job"])["JobState"] == "FAILED"
+    # Slurm shows COMPLETING until its epilog and step clean-up are done: wait for the end state
+    assert local_slurm.wait(failed["slurm_job"], timeout=120)["JobState"] == "FAILED"
     logs = "".join(path.read_text() for path in tmp_path.glob(f"multirun/*/.submitit/{failed['slurm_job']}/*_log.out"))
     assert "RuntimeError: a test's failure on rank 1" in logs
     again = shlex.join(["python", "train.py", "-m", "hydra/launcher=slurm", *failed["overrides"]])
