@@ -88,7 +88,11 @@ BAD_INPUTS = [
     (["cluster=puhti", "nodes=21"], "takes 21 x 4 GPUs (at most 20 nodes). Fix: nodes=20 or fewer, or cluster.slurm"),
     (["cluster=puhti", "nodes=2", "cluster.slurm.partitions=[{name: gpu, max_gpus: 4}]"], "Fix: fewer GPUs, or "),
     (["cluster=puhti", "cluster.slurm.test_max_nodes=0"], "cluster.slurm.test_max_nodes=0: a count from 1 or null"),
-    # extra #SBATCH options: one word each, by long name, none that another key sets
+    # a key added where the renderer reads only its own: rendered without it, not a word said
+    (["cluster=puhti", "+cluster.slurm.qos=normal"], "+cluster.slurm.qos=normal: cluster.slurm has no key qos, and"),
+    (["cluster=puhti", "+cluster.slurm.mail_type=END"], "an #SBATCH option: +cluster.slurm.sbatch.<option>=..., a v"),
+    (["cluster=puhti", "+cluster.slurm.cpu_per_gpu=4"], "(its keys: account, partitions, partition, test_partition"),
+    (["cluster=puhti", "++cluster.slurm.timee=2:00:00"], "Fix: cluster.slurm.time=2:00:00"),
     (["cluster=puhti", "+cluster.slurm.sbatch.time=1"], "sbatch.time=1: --time comes from cluster.slurm.time"),
     (["cluster=puhti", "+cluster.slurm.sbatch.signal=USR2"], "--signal comes from the script itself"),
     (["cluster=puhti", "+cluster.slurm.sbatch.Qos=normal"], "sbatch.Qos=normal: an sbatch option's long name"),

@@ -33,6 +33,8 @@ BAD_VALUES = [
     (["data.batch_size=1.5"], "data.batch_size=1.5: an integer >= 1"),
     (["data.batch_size=true"], "data.batch_size=true: an integer >= 1"),
     (["data.batch_size="], "data.batch_size='': an integer >= 1"),
+    # text that reads as a number: shown as 128, the same as its fix
+    (['data.batch_size="128"'], 'data.batch_size="128": an integer >= 1'),
     (["data.num_workers=-1"], "data.num_workers=-1: auto or an integer >= 0"),
     (["data.num_workers=many"], "data.num_workers=many: auto or an integer >= 0"),
     (["data=synthetic", "data.num_samples=0"], "data.num_samples=0: an integer >= 1"),
@@ -100,6 +102,15 @@ BAD_VALUES = [
     (["strategy=ddp", "+strategy.instance.static_graph=maybe"], "strategy.instance.static_graph=maybe: true or"),
     (["+logger.default_hp_metric=maybe"], "logger.default_hp_metric=maybe: true or false"),
     # a key added at the top that the config has below, or that train.py reads without +: trained as if not given
+    # a key added where the project reads only its own keys: nothing read it, and the run went on without it
+    (["+speed.compiled=default"], "+speed.compiled=default: speed has no key compiled, and nothing reads a key"),
+    (["+speed.compile_mode=max-autotune"], "(its keys: matmul_precision, cudnn_benchmark, compile). Fix: speed.co"),
+    (["++speed.benchmark=false"], "++speed.benchmark=false: speed has no key benchmark"),
+    (["+cluster.devicez=2"], "+cluster.devicez=2: cluster has no key devicez, and nothing reads a key added th"),
+    (["cluster=puhti", "+cluster.slurm.qos=normal"], "an #SBATCH option: +cluster.slurm.sbatch.<option>=..., a "),
+    (["+cluster.slurm.qos=normal"], "cluster.slurm is null with cluster=local, and nothing reads a key added there."),
+    (["cluster.slurm.partition=gpu"], "Fix: leave cluster.slurm.partition out; Slurm settings come with a cluster th"),
+    (["+strategy.foo=1"], "+strategy.foo=1: strategy has no key foo, and nothing reads a key added there (its ke"),
     (["+max_epochs=5"], "+max_epochs=5: nothing reads max_epochs at the top of the config; trainer.max_epochs is wh"),
     (["hydra.output_subdir=null"], "hydra.output_subdir=null: a run keeps its config in .hydra (a resume in .h"),
     (["+seed=3"], "+seed=3: seed is already in the config. Fix: seed=3 (without +)"),  # not data.seed
@@ -323,6 +334,38 @@ def test_wrong_value_stops_with_one_line(overrides, message, capsys, tmp_path, c
     line = refused(overrides, capsys, tmp_path)
     _messages(line)
     assert message in line
+
+
+@pytest.mark.parametrize("given", ["", "a-file"])
+def test_a_wrong_value_from_an_environment_variable_names_the_variable(given, capsys, tmp_path, clean_env, monkeypatch):
+    """DATA_DIR= or DATA_DIR=<a file> was reported as data.root=..., which the user had not typed."""
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("DATA_DIR", str(tmp_path / given) if given else "")
+    line = refused([], capsys, tmp_path)
+    shown = str(tmp_path / given) if given else "''"
+    assert line.startswith(f"ERROR: data.root={shown} (from $DATA_DIR): a folder (where MNIST is"), line
+    assert line.endswith("Fix: e.g. DATA_DIR=data, or unset DATA_DIR (then data.root=data)"), line
+    monkeypatch.delenv("DATA_DIR")  # typed as an override, the line names the override
+    line = refused([f"data.root={tmp_path / 'a-file'}"], capsys, tmp_path)
+    assert line.endswith("not a file. Fix: e.g. data.root=data"), line
+
+
+def test_a_key_that_an_experiment_file_adds_where_nothing_reads_it_stops_with_one_line(capsys, tmp_path, clean_env):
+    """speed.compiled: in an experiment file was merged into the config and read by nothing: the run
+    went on uncompiled, exit 0. Its own choices (here another strategy and cluster) are no such key."""
+    (tmp_path / "mine" / "experiment").mkdir(parents=True)
+    typo = tmp_path / "mine" / "experiment" / "typo.yaml"
+    head = "# @package _global_\ndefaults:\n  - override /strategy: ddp\n  - override /cluster: puhti\n"
+    typo.write_text(head + "speed:\n  compiled: default\n")
+    searchpath = f"hydra.searchpath=[file://{tmp_path / 'mine'}]"
+    line = refused([searchpath, "experiment=typo"], capsys, tmp_path)
+    said = "ERROR: experiment=typo: experiment/typo.yaml (in hydra.searchpath) sets speed.compiled: speed has no key c"
+    assert line.startswith(said) and line.endswith("Fix: speed.compile in that file"), line
+    typo.write_text(head + "cluster:\n  slurm:\n    qos: normal\n")
+    line = refused([searchpath, "experiment=typo"], capsys, tmp_path)
+    assert "sets cluster.slurm.qos: cluster.slurm has no key qos" in line and "+cluster.slurm.sbatch.<opt" in line, line
+    typo.write_text(head + "speed:\n  compile: default\ncluster:\n  slurm:\n    time: '02:00:00'\n")
+    check_command_line([searchpath, "experiment=typo", f"output_root={tmp_path}"])
 
 
 def test_an_experiment_file_without_its_package_line_stops_with_one_line(capsys, tmp_path, clean_env):

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from .added_keys import CLOSED, added_key_problem, closed_parent, experiment_key_problem
 from .environment import global_rank, register_resolvers, stale_rank
 from .errors import SetupError
 from .run_directory import note_new_parents
@@ -361,6 +362,7 @@ def _checked(overrides: list[str]):
     cfg = _compose(overrides)
     _check_choices(cfg)
     _check_experiment_package(cfg)
+    _check_added_keys(cfg, overrides)
     _check_working_folder(cfg)
     check_values(cfg)
     check_added_arguments(cfg, overrides)
@@ -453,6 +455,24 @@ def _root_keys() -> list[str]:
     return [key for key in yaml.safe_load((CONFIGS / "train.yaml").read_text()) if key not in ("defaults", "hydra")]
 
 
+def _check_added_keys(cfg, overrides: list[str]) -> None:
+    """A key added under a node the project reads key by key (launch/added_keys.py), by an override
+    or by the experiment file: the config without it says which keys that node has."""
+    added = [override for override in overrides if override.startswith("+") and closed_parent(override)]
+    if added:
+        base = _compose([override for override in overrides if override not in added])
+        for override in added:
+            if problem := added_key_problem(override, base):
+                raise SetupError(problem)
+    name = cfg.hydra.runtime.choices.get("experiment")
+    if name and _may_set_closed_keys(name):  # its own choices of the groups, without the file itself
+        chosen = cfg.hydra.runtime.choices.items()
+        same = [f"{group}={choice}" for group, choice in chosen if choice and (CONFIGS / group).is_dir()]
+        base = _compose([choice for choice in same if not choice.startswith("experiment=")])
+        if problem := experiment_key_problem(cfg, base, f"experiment={name}: {_experiment_file(name)}"):
+            raise SetupError(problem)
+
+
 def _compose(overrides: list[str]):
     from hydra import compose, initialize_config_dir
     from hydra.errors import ConfigCompositionException, MissingConfigException
@@ -498,13 +518,28 @@ def _check_experiment_package(cfg) -> None:
     nothing reads: the run trained with none of its settings, without a word."""
     name = cfg.hydra.runtime.choices.get("experiment")
     if name and "experiment" in cfg:
-        here = (CONFIGS / "experiment" / f"{name}.yaml").is_file()
-        where = f"configs/experiment/{name}.yaml" if here else f"experiment/{name}.yaml (in hydra.searchpath)"
         raise SetupError(
-            f"experiment={name}: {where} lacks its first line `# @package _global_`, so its "
+            f"experiment={name}: {_experiment_file(name)} lacks its first line `# @package _global_`, so its "
             f"settings would land under experiment.*, which nothing reads. Fix: make `# @package _global_` its first "
             "line (as in configs/experiment/smoke.yaml)"
         )
+
+
+def _may_set_closed_keys(experiment: str) -> bool:
+    """False where the experiment's file is here and sets nothing under the closed nodes: no second
+    composition for every run with experiment=smoke."""
+    import yaml
+
+    path = CONFIGS / "experiment" / f"{experiment}.yaml"
+    if not path.is_file():  # in hydra.searchpath
+        return True
+    settings = yaml.safe_load(path.read_text())
+    return not isinstance(settings, dict) or any(parent.split(".")[0] in settings for parent in CLOSED)
+
+
+def _experiment_file(name: str) -> str:
+    here = (CONFIGS / "experiment" / f"{name}.yaml").is_file()
+    return f"configs/experiment/{name}.yaml" if here else f"experiment/{name}.yaml (in hydra.searchpath)"
 
 
 def _given(key: str, overrides: list[str]) -> str:
@@ -575,6 +610,8 @@ def _no_such_key(error, key: str, given: str, overrides: list[str]) -> str:
             f"{given}: {group}={picked[group]} has no key {rest} ({group}={having[0]} has). "
             f"Fix: {group}={having[0]}, or a key of {group}={picked[group]} (`{command}` lists them)"
         )
+    if closed_parent(given) and (problem := added_key_problem(given, _compose(chosen))):
+        return problem
     if missing != key:
         mapping, _, name = missing.rpartition(".")
         has = [other.removeprefix(f"{mapping}.") for other in keys if other.rpartition(".")[0] == mapping]

@@ -295,7 +295,19 @@ def shown(value) -> str:
         return "''" if value == "" else "null"
     if isinstance(value, DictConfig | ListConfig):
         return str(OmegaConf.to_container(value)).replace(" ", "")
+    if isinstance(value, str) and _read_as_other(value):  # '"128"': text, shown as typed, not as the fix's 128
+        return f'"{value}"'
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _read_as_other(text: str) -> bool:
+    """Hydra reads this text, typed bare in an override, as a number, a bool or null."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        return not isinstance(OverridesParser.create().parse_override(f"key={text}").value(), str)
+    except Exception:  # not an override's value bare (a space, a bracket): text either way
+        return False
 
 
 def select(cfg: DictConfig, key: str):
@@ -314,12 +326,27 @@ def check_values(cfg: DictConfig) -> None:
     for key, allowed, what, example in RULES:
         value = select(cfg, key)
         if value is not _ABSENT and not allowed(value):
+            variable = from_environment(cfg, key)
+            if variable:  # data.root=${oc.env:DATA_DIR,data}: the value is the variable's, not a key typed
+                good = example.partition("=")[2]
+                fix = f"{variable}={good}, or unset {variable} (then {example})"
+                raise SetupError(f"{key}={shown(value)} (from ${variable}): {what}. Fix: e.g. {fix}")
             raise SetupError(f"{key}={shown(value)}: {what}. Fix: e.g. {example}")
     check_no_home_sign(cfg)
     check_output_root(select(cfg, "output_root"))
     check_logger_folder(select(cfg, "logger"))
     check_checkpoint(select(cfg, "ckpt_path"))
     check_compile_strategy(select(cfg, "speed"), select(cfg, "strategy"))
+
+
+def from_environment(cfg: DictConfig, key: str) -> str | None:
+    """The environment variable that `key`'s value comes from (${oc.env:NAME,...}); None otherwise."""
+    parent, _, name = key.rpartition(".")
+    node = OmegaConf.select(cfg, parent, default=None) if parent else cfg
+    if not isinstance(node, DictConfig) or name not in node:
+        return None
+    found = re.fullmatch(r"\$\{oc\.env:(\w+)(,[^}]*)?\}", str(node._get_node(name)._value()))
+    return found.group(1) if found else None
 
 
 def check_compile_strategy(speed, strategy) -> None:

@@ -42,7 +42,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         epilog=(
             "settings: cluster=NAME strategy=NAME nodes=N gpus=N|all (per node; default: all of a node) "
             f"launcher={'|'.join(LAUNCHERS)} test=true (test partition), and cluster.KEY=VALUE for any profile "
-            "value, e.g. cluster.slurm.time=12:00:00 (Hydra's override syntax: +cluster.KEY=VALUE adds a key). "
+            "value, e.g. cluster.slurm.time=12:00:00 (Hydra's override syntax; +cluster.slurm.sbatch.OPTION=VALUE "
+            "adds an #SBATCH option, +cluster.slurm.env.NAME=VALUE a variable). "
             "Arguments after -- become train.py overrides."
         ),
     )

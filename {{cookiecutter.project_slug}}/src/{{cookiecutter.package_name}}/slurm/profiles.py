@@ -16,6 +16,8 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from ..launch.added_keys import added_key_problem, closed_parent
+
 PROJECT = Path(__file__).resolve().parents[3]
 CONFIGS = PROJECT / "configs"
 
@@ -115,12 +117,16 @@ def check_key(group: str, config, override: str, given: str = "") -> None:
     """KEY=VALUE must name a key of the profile: a typo would otherwise be ignored. `given`: the
     override that named it, where that is another (KEY={a: 1} names KEY.a)."""
     key = override.split("=")[0]
+    full = prefixed(group, override)
+    if not given and closed_parent(full) and (problem := added_key_problem(full, OmegaConf.create({group: config}))):
+        raise ProfileError(problem)
     if key.startswith(("+", "~")) or OmegaConf.select(config, key, default=KeyError) is not KeyError:
         return
     parent = OmegaConf.select(config, key.rpartition(".")[0]) if "." in key else config
     known = ", ".join(parent) if OmegaConf.is_dict(parent) else "none"
     said = f"{given}: " if given else ""
-    raise ProfileError(f"{said}{group}.{key}: no such key; known here: {known} (+{group}.{key}=... adds it)")
+    adds = "" if closed_parent(f"{group}.{key}") else f" (+{group}.{key}=... adds it)"
+    raise ProfileError(f"{said}{group}.{key}: no such key; known here: {known}{adds}")
 
 
 def override_sign(override: str) -> str:
