@@ -90,7 +90,11 @@ BAD_INPUTS = [
     (["cluster=puhti", "cluster.slurm.test_max_nodes=0"], "cluster.slurm.test_max_nodes=0: a count from 1 or null"),
     # a key added where the renderer reads only its own: rendered without it, not a word said
     (["cluster=puhti", "+cluster.slurm.qos=normal"], "+cluster.slurm.qos=normal: cluster.slurm has no key qos, and"),
-    (["cluster=puhti", "+cluster.slurm.mail_type=END"], "an #SBATCH option: +cluster.slurm.sbatch.<option>=..., a v"),
+    (["cluster=puhti", "+cluster.slurm.mail_type=END"], "Fix: +cluster.slurm.sbatch.mail-type=... for #SBATCH --mail"),
+    # an #SBATCH option's name, not the close key's: cluster.slurm.container=v100 ran `v100 python` on the nodes
+    (["cluster=puhti", "+cluster.slurm.constraint=v100"], "Fix: +cluster.slurm.sbatch.constraint=... for #SBATCH --"),
+    (["cluster=puhti", "+cluster.slurm.sbatchh.qos=normal"], "Fix: cluster.slurm.sbatch in place of cluster.slurm.s"),
+    (["cluster=puhti", "+cluster.slurm={qos: normal}"], "cluster.slurm has no key qos, and nothing reads a key added"),
     (["cluster=puhti", "+cluster.slurm.cpu_per_gpu=4"], "(its keys: account, partitions, partition, test_partition"),
     (["cluster=puhti", "++cluster.slurm.timee=2:00:00"], "Fix: cluster.slurm.time=2:00:00"),
     (["cluster=puhti", "+cluster.slurm.sbatch.time=1"], "sbatch.time=1: --time comes from cluster.slurm.time"),
@@ -113,7 +117,7 @@ BAD_INPUTS = [
     # a strategy that starts its own processes: each task started more (a crash on the nodes)
     (["cluster=puhti", "strategy=ddp_spawn"], "strategy=ddp_spawn starts its processes itself (start_method=spawn"),
     # a mapping with a key the profile lacks: "Could not override 'cluster.slurm'", no fix
-    (["cluster=puhti", "cluster.slurm={x:1}"], "cluster.slurm={x:1}: cluster.slurm.x: no such key; known here: acc"),
+    (["cluster=puhti", "cluster.slurm={x:1}"], "cluster.slurm={x:1}: cluster.slurm has no key x, and nothing reads"),
     (["cluster=puhti", "cluster.slurm.env={FOO:1}"], "env.FOO: no such key; known here: NCCL_DEBUG (+cluster.slurm"),
     # train.py's overrides, checked as train.py will check them on the nodes (not after the queue)
     (["cluster=puhti", "--", "data.batch_size=0"], "data.batch_size=0: an integer >= 1"),

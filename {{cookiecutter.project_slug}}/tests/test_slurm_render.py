@@ -170,7 +170,7 @@ def test_command_line_prints_writes_and_checks_overrides(tmp_path, capsys):
     assert "strategy=deepspeed" in out.read_text()
     assert slurm_main(["cluster=puhti", "cluster.slurm.tme=1"]) == 2
     refused = capsys.readouterr().err
-    assert "cluster.slurm.tme=1: cluster.slurm has no key tme" in refused and "Fix: cluster.slurm.time=1;" in refused
+    assert "cluster.slurm.tme=1: cluster.slurm has no key tme" in refused and "Fix: cluster.slurm.time=1 (" in refused
 
 
 def test_a_profiles_extra_sbatch_options_reach_the_script(capsys):

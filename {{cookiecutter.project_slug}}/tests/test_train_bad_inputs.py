@@ -107,10 +107,19 @@ BAD_VALUES = [
     (["+speed.compile_mode=max-autotune"], "(its keys: matmul_precision, cudnn_benchmark, compile). Fix: speed.co"),
     (["++speed.benchmark=false"], "++speed.benchmark=false: speed has no key benchmark"),
     (["+cluster.devicez=2"], "+cluster.devicez=2: cluster has no key devicez, and nothing reads a key added th"),
-    (["cluster=puhti", "+cluster.slurm.qos=normal"], "an #SBATCH option: +cluster.slurm.sbatch.<option>=..., a "),
+    (["cluster=puhti", "+cluster.slurm.qos=normal"], "Fix: +cluster.slurm.sbatch.qos=... for #SBATCH --qos, +clu"),
     (["+cluster.slurm.qos=normal"], "cluster.slurm is null with cluster=local, and nothing reads a key added there."),
+    (["+cluster.slurm.sbatch.qos=normal"], "+cluster.slurm.sbatch.qos=normal: cluster.slurm is null with cluster=lo"),
     (["cluster.slurm.partition=gpu"], "Fix: leave cluster.slurm.partition out; Slurm settings come with a cluster th"),
     (["+strategy.foo=1"], "+strategy.foo=1: strategy has no key foo, and nothing reads a key added there (its ke"),
+    # one level further down, or inside a mapping: the first key that is not there is named
+    (["cluster=puhti", "+cluster.slurm.sbatchh.qos=normal"], "Fix: cluster.slurm.sbatch in place of cluster.slurm.sb"),
+    (["strategy=ddp", "+strategy.instanc.static_graph=true"], "Fix: strategy.instance in place of strategy.instanc"),
+    (["++speed={compiled: default}"], "++speed={compiled: default}: speed has no key compiled, and nothing reads"),
+    (["speed={compiled: default}"], "Fix: speed.compile in place of speed.compiled"),  # it said: add one with +
+    (["cluster=puhti", "cluster.slurm={qos: normal}"], "cluster.slurm has no key qos, and nothing reads a key added"),
+    # the plain form: Hydra's refusal ended in "+speed.compiled=... adds one"
+    (["speed.compiled=default"], "speed.compiled=default: speed has no key compiled, and nothing reads a key added th"),
     (["+max_epochs=5"], "+max_epochs=5: nothing reads max_epochs at the top of the config; trainer.max_epochs is wh"),
     (["hydra.output_subdir=null"], "hydra.output_subdir=null: a run keeps its config in .hydra (a resume in .h"),
     (["+seed=3"], "+seed=3: seed is already in the config. Fix: seed=3 (without +)"),  # not data.seed
@@ -363,9 +372,53 @@ def test_a_key_that_an_experiment_file_adds_where_nothing_reads_it_stops_with_on
     assert line.startswith(said) and line.endswith("Fix: speed.compile in that file"), line
     typo.write_text(head + "cluster:\n  slurm:\n    qos: normal\n")
     line = refused([searchpath, "experiment=typo"], capsys, tmp_path)
-    assert "sets cluster.slurm.qos: cluster.slurm has no key qos" in line and "+cluster.slurm.sbatch.<opt" in line, line
+    assert "sets cluster.slurm.qos: cluster.slurm has no key qos" in line and "+cluster.slurm.sbatch.qos=" in line, line
+    typo.write_text(head.replace("puhti", "local") + "cluster:\n  slurm:\n    time: '02:00:00'\n")
+    line = refused([searchpath, "experiment=typo"], capsys, tmp_path)
+    assert "sets cluster.slurm: cluster.slurm is null with cluster=local" in line, line
     typo.write_text(head + "speed:\n  compile: default\ncluster:\n  slurm:\n    time: '02:00:00'\n")
     check_command_line([searchpath, "experiment=typo", f"output_root={tmp_path}"])
+
+
+def test_the_keys_that_a_strategy_sets_where_it_needs_them_are_not_refused(capsys, tmp_path, clean_env):
+    """strategy.mpi, .requires, .no_compile and .launcher are read where a strategy's file sets them."""
+    optional = ["+strategy.mpi=false", "+strategy.requires={cuda: false}"]
+    check_command_line(["strategy=ddp", *optional, f"output_root={tmp_path}"])
+    assert capsys.readouterr().err == ""
+
+
+def test_config_files_of_ones_own_in_hydra_searchpath_pass_the_key_checks(capsys, tmp_path, clean_env):
+    """The check's second composition left out hydra.searchpath: a cluster of one's own chosen by an experiment,
+    or beside one, was refused as 'no such choice of cluster'."""
+    mine = tmp_path / "mine"
+    (mine / "cluster").mkdir(parents=True)
+    (mine / "experiment").mkdir()
+    (mine / "cluster" / "mycl.yaml").write_text("defaults:\n  - _base\nname: mycl\n")
+    (mine / "experiment" / "mine.yaml").write_text("# @package _global_\ndefaults:\n  - override /cluster: mycl\n")
+    (mine / "experiment" / "fast.yaml").write_text("# @package _global_\nspeed:\n  compile: default\n")
+    searchpath = f"hydra.searchpath=[file://{mine}]"
+    for chosen in (["experiment=mine"], ["cluster=mycl", "experiment=fast"], ["experiment=[smoke,fast]"]):
+        check_command_line([searchpath, *chosen, "cluster.accelerator=cpu", f"output_root={tmp_path}"])
+    assert capsys.readouterr().err == ""
+    line = refused([searchpath, "cluster=mycl", "speed.compiled=x"], capsys, tmp_path)
+    assert line.startswith("ERROR: speed.compiled=x: speed has no key compiled") and line.endswith("speed.compile=x")
+
+
+def test_a_key_that_a_runs_start_added_where_nothing_read_it_is_dropped_on_resume(capsys, tmp_path, clean_env):
+    """A run started before this check with +speed.compiled=default trained without it. Its resume
+    was refused with a fix (speed.compile=...) that was refused again: the line names the run's start
+    and the fix that works, ~speed.compiled."""
+    from {{ cookiecutter.package_name }}.launch.run_directory import resume_overrides
+
+    run = tmp_path / "outputs" / "old"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text("- experiment=smoke\n- +speed.compiled=default\n")
+    resumed = resume_overrides([f"resume={run}"])
+    assert "no checkpoint there yet" in capsys.readouterr().err  # it had stopped before its first save
+    line = refused(resumed, capsys, tmp_path / "elsewhere")
+    said = f"ERROR: +speed.compiled=default (from the start of the run in {run}): speed has no key compiled"
+    assert line.startswith(said) and line.endswith("Fix: ~speed.compiled with resume= (the run trained without it)")
+    check_command_line(resume_overrides([f"resume={run}", "~speed.compiled"]))
 
 
 def test_an_experiment_file_without_its_package_line_stops_with_one_line(capsys, tmp_path, clean_env):

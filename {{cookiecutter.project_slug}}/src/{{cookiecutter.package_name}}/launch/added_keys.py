@@ -1,78 +1,141 @@
-"""Keys added with + (or ++) under a node that the project reads key by key: `speed`, `strategy`,
+"""Keys set or added (+, ++) under a node that the project reads key by key: `speed`, `strategy`,
 `cluster` and its `slurm` and `detect`. Nothing reads a key it does not know there, so a
-misspelt one (+speed.compiled=default, +cluster.slurm.qos=normal, or the same in an experiment
-file) was dropped without a word and the run went on without it. The maps meant for names of
-one's own stay open (cluster.slurm.env: variables; cluster.slurm.sbatch: #SBATCH options), and so
-do the nodes with a `_target_`, whose added keys targets.py checks against what their class takes."""
+misspelt one (+speed.compiled=default, +cluster.slurm.qos=normal, '++speed={compiled: x}', or
+the same in an experiment file) was dropped without a word and the run went on without it. The
+maps meant for names of one's own stay open (cluster.slurm.env: variables; cluster.slurm.sbatch:
+#SBATCH options), and so do the nodes with a `_target_`, whose added keys targets.py checks
+against what their class takes."""
 
 import difflib
 
 from omegaconf import DictConfig, OmegaConf
 
 CLOSED = ("speed", "strategy", "cluster", "cluster.detect", "cluster.slurm")
-
-# What to do instead, where a node has another place for names of one's own or may be null.
-OWN_NAMES = {
-    "cluster.slurm": "an #SBATCH option: +cluster.slurm.sbatch.<option>=..., a variable: +cluster.slurm.env.<NAME>=..."
-}
+# Keys that the project reads where a choice sets them, and most choices leave out.
+OPTIONAL = {"strategy": ("mpi", "requires", "no_compile", "launcher")}
 WHEN_NULL = {"cluster.slurm": "Slurm settings come with a cluster that has them, e.g. cluster=generic"}
+_ABSENT = object()
 
 
-def closed_parent(override: str) -> tuple[str, str] | None:
-    """(parent, key) where `override` sets or adds (+, ++) a key under a closed node; None otherwise."""
-    typed = override.partition("=")[0]
-    if typed.startswith("~"):
-        return None
-    parent, _, key = typed.lstrip("+").rpartition(".")
-    return (parent, key) if parent in CLOSED else None
+CLOSED_PATHS = {tuple(parent.split(".")) for parent in CLOSED}
 
 
-def added_key_problem(override: str, base: DictConfig) -> str | None:
-    """The line for an override of a key that its closed node does not have in `base` (the config
-    without it); None where the node has that key (++ then only sets it). Where it has none, Hydra's
-    own refusal ended in "+KEY=... adds one", which led here."""
-    parent, key = closed_parent(override)
-    node = OmegaConf.select(base, parent, default=None)
+def touches_closed(override: str) -> bool:
+    """Whether the override sets something under a closed node (cheap: no config needed)."""
+    return any(path[:i] in CLOSED_PATHS for path in key_paths(override) for i in range(1, len(path)))
+
+
+def key_paths(override: str) -> list[tuple[str, ...]]:
+    """The keys an override sets: its own, and each key of a mapping given as its value."""
     typed, _, value = override.partition("=")
-    if not isinstance(node, DictConfig):  # cluster=local's slurm: null
-        group = parent.split(".")[0]
-        choice = OmegaConf.select(base, f"hydra.runtime.choices.{group}", default=None)
-        where = f" with {group}={choice}" if choice else ""
-        instead = f"; {WHEN_NULL[parent]}" if parent in WHEN_NULL else ""
-        said = f"{override}: {parent} is null{where}, and nothing reads a key added there"
-        return f"{said}. Fix: leave {typed} out{instead}"
-    known = [str(name) for name in node]
-    if key in known:
-        return None
-    close = _closest(key, known)
-    fix = f"{parent}.{close}={value}" if close else f"one of those keys, or leave {typed} out"
-    return _line(override, parent, key, known, fix)
+    key = typed.lstrip("+")
+    if typed.startswith("~") or not key:
+        return []
+    path = tuple(key.split("."))
+    return [path, *(path + inner for inner in _inner_keys(value))]
 
 
-def experiment_key_problem(cfg: DictConfig, base: DictConfig, said: str) -> str | None:
-    """The line for a key that an experiment file sets under a closed node of `cfg` and the same
-    choices without that file (`base`) do not have: nothing read it, as for an override. `said`:
-    experiment=<name> and the file."""
-    for parent in CLOSED:
-        have, had = OmegaConf.select(cfg, parent, default=None), OmegaConf.select(base, parent, default=None)
-        if not isinstance(have, DictConfig) or not isinstance(had, DictConfig):
+def _inner_keys(value: str) -> list[tuple[str, ...]]:
+    if not value.lstrip().startswith("{"):
+        return []
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_override(f"key={value}").value()
+    except Exception:  # Hydra says what is wrong with it
+        return []
+    return list(_flattened(parsed)) if isinstance(parsed, dict) else []
+
+
+def _flattened(mapping: dict, prefix: tuple[str, ...] = ()):
+    for key, value in mapping.items():
+        yield (*prefix, str(key))
+        if isinstance(value, dict):
+            yield from _flattened(value, (*prefix, str(key)))
+
+
+def unknown_key(path: tuple[str, ...], base: DictConfig) -> tuple[str, str, DictConfig | None] | None:
+    """(parent, key, parent's node) where `path` first leaves `base` under a closed node; the node is
+    None where that node is null (cluster=local's slurm). None where the path is known, or leaves
+    `base` under an open node (Hydra or targets.py judge that)."""
+    for i in range(1, len(path)):
+        parent, key = ".".join(path[:i]), path[i]
+        node = OmegaConf.select(base, parent, default=_ABSENT)
+        if parent not in CLOSED:
+            if not isinstance(node, DictConfig):
+                return None
             continue
-        known = [str(name) for name in had]
-        for key in (str(key) for key in have if key not in had):
-            close = _closest(key, known)
-            fix = f"{parent}.{close} in that file" if close else "one of those keys, or remove it"
-            return _line(f"{said} sets {parent}.{key}", parent, key, known, fix)
+        if not isinstance(node, DictConfig):
+            return parent, key, None
+        if key not in node and key not in OPTIONAL.get(parent, ()):
+            return parent, key, node
     return None
 
 
-def _closest(key: str, known: list[str]) -> str | None:
-    close = difflib.get_close_matches(key, known, n=1)
-    return close[0] if close else None
+def override_problem(override: str, base: DictConfig, started: str = "") -> str | None:
+    """The line for an override that sets a key that a closed node of `base` (the config without
+    it) does not have; None where every key it sets is known. `started`: where a resumed run's
+    own start holds the override, that folder (the fix is then to drop it)."""
+    typed, _, value = override.partition("=")
+    paths = key_paths(override)
+    for path in paths:
+        found = unknown_key(path, base)
+        if found is None:
+            continue
+        parent, key, node = found
+        depth = len(parent.split(".")) + 1
+        given = f"{override} (from the start of the run in {started})" if started else override
+        removal = f"~{'.'.join(path[:depth])} with resume=" if started else f"leave {typed} out"
+        if node is None:
+            return _null_line(given, parent, base, removal)
+        leaf = depth == len(path)  # the key that is set, not a mapping on the way to it
+        meant = f"{parent}.<key> in place of {parent}.{key}"
+        if leaf and path == paths[0]:  # the override's own key: the same with the close one
+            meant = f"{parent}.<key>={value}"
+        if started:  # typed again it would be refused again: the run trained without it
+            meant = f"{removal} (the run trained without it)"
+        return _line(given, parent, key, node, meant, removal, leaf)
+    return None
 
 
-def _line(said: str, parent: str, key: str, known: list[str], fix: str) -> str:
-    instead = f"; {OWN_NAMES[parent]}" if parent in OWN_NAMES else ""
-    return (
-        f"{said}: {parent} has no key {key}, and nothing reads a key added there "
-        f"(its keys: {', '.join(known)}). Fix: {fix}{instead}"
-    )
+def experiment_problem(cfg: DictConfig, base: DictConfig, said: str) -> str | None:
+    """The line for a key that an experiment file sets under a closed node of `cfg` and the same
+    choices without that file (`base`) do not have. `said`: experiment=<name> and its file."""
+    for parent in CLOSED:
+        have, had = OmegaConf.select(cfg, parent, default=None), OmegaConf.select(base, parent, default=None)
+        if not isinstance(have, DictConfig):
+            continue
+        if not isinstance(had, DictConfig):
+            if parent in WHEN_NULL:
+                return _null_line(f"{said} sets {parent}", parent, base, "remove it from that file")
+            continue
+        for key in (str(key) for key in have if key not in had and key not in OPTIONAL.get(parent, ())):
+            meant = f"{parent}.<key> in that file"
+            return _line(f"{said} sets {parent}.{key}", parent, key, had, meant, "remove it")
+    return None
+
+
+def _null_line(said: str, parent: str, base: DictConfig, removal: str) -> str:
+    group = parent.split(".")[0]
+    choice = OmegaConf.select(base, f"hydra.runtime.choices.{group}", default=None)
+    where = f" with {group}={choice}" if choice else ""
+    instead = f"; {WHEN_NULL[parent]}" if parent in WHEN_NULL else ""
+    return f"{said}: {parent} is null{where}, and nothing reads a key added there. Fix: {removal}{instead}"
+
+
+def _line(said: str, parent: str, key: str, node: DictConfig, meant: str, removal: str, leaf: bool = True) -> str:
+    """`meant`: the fix, with <key> for the known key closest to `key`."""
+    known = [str(name) for name in node]
+    fix = f"one of those keys, or {removal}"
+    if "<key>" not in meant:
+        fix = meant
+    elif parent == "cluster.slurm" and leaf:  # an #SBATCH option's name (constraint, mail-user) is not a close key's
+        option = key.replace("_", "-")
+        fix = f"+cluster.slurm.sbatch.{option}=... for #SBATCH --{option}, +cluster.slurm.env.{key}=... for a variable"
+        fix = f"{fix}, or {removal}"
+        if close := difflib.get_close_matches(key, known, n=1, cutoff=0.8):  # a typo, not an option's name
+            fix = f"{meant.replace('<key>', close[0])} (#SBATCH options: +cluster.slurm.sbatch.<option>=...)"
+    elif close := difflib.get_close_matches(key, known, n=1):
+        fix = meant.replace("<key>", close[0])
+    said = f"{said}: {parent} has no key {key}, and nothing reads a key added there (its keys: {', '.join(known)})"
+    return f"{said}. Fix: {fix}"

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .added_keys import CLOSED, added_key_problem, closed_parent, experiment_key_problem
+from .added_keys import CLOSED, experiment_problem, override_problem, touches_closed
 from .environment import global_rank, register_resolvers, stale_rank
 from .errors import SetupError
 from .run_directory import note_new_parents
@@ -456,21 +456,49 @@ def _root_keys() -> list[str]:
 
 
 def _check_added_keys(cfg, overrides: list[str]) -> None:
-    """A key added under a node the project reads key by key (launch/added_keys.py), by an override
-    or by the experiment file: the config without it says which keys that node has."""
-    added = [override for override in overrides if override.startswith("+") and closed_parent(override)]
-    if added:
-        base = _compose([override for override in overrides if override not in added])
-        for override in added:
-            if problem := added_key_problem(override, base):
+    """A key set under a node the project reads key by key (launch/added_keys.py), by an override
+    that Hydra took (+, ++) or by an experiment file: the config without it says which keys that
+    node has. (A plain override of a key that is not there Hydra refuses: _no_such_key.)"""
+    forced = [override for override in overrides if override.startswith("+") and touches_closed(override)]
+    if forced:
+        base = _compose([override for override in overrides if override not in forced])
+        for override in forced:
+            if problem := override_problem(override, base, _started_with(override)):
                 raise SetupError(problem)
-    name = cfg.hydra.runtime.choices.get("experiment")
-    if name and _may_set_closed_keys(name):  # its own choices of the groups, without the file itself
-        chosen = cfg.hydra.runtime.choices.items()
-        same = [f"{group}={choice}" for group, choice in chosen if choice and (CONFIGS / group).is_dir()]
-        base = _compose([choice for choice in same if not choice.startswith("experiment=")])
-        if problem := experiment_key_problem(cfg, base, f"experiment={name}: {_experiment_file(name)}"):
+    names = _experiments(cfg, overrides)
+    if any(_may_set_closed_keys(name) for name in names):  # its choices of the groups, without the file itself
+        chosen = [(group, choice) for group, choice in cfg.hydra.runtime.choices.items() if isinstance(choice, str)]
+        same = [f"{group}={choice}" for group, choice in chosen if group != "experiment" and (CONFIGS / group).is_dir()]
+        base = _compose([*_search_paths(overrides), *same])
+        setting = [name for name in names if _may_set_closed_keys(name)]
+        files = " or ".join(_experiment_file(name) for name in setting)
+        typed = names[0] if len(names) == 1 else f"[{','.join(names)}]"
+        if problem := experiment_problem(cfg, base, f"experiment={typed}: {files}"):
             raise SetupError(problem)
+
+
+def _experiments(cfg, overrides: list[str]) -> list[str]:
+    """The experiment chosen, or each of a list (experiment=[smoke,mine]), which Hydra's choices omit."""
+    name = cfg.hydra.runtime.choices.get("experiment")
+    if isinstance(name, str):
+        return [name]
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    given = [override for override in overrides if override.partition("=")[0].lstrip("+") == "experiment"]
+    value = OverridesParser.create().parse_override(given[-1]).value() if given else None
+    return [str(name) for name in value] if isinstance(value, list) else []
+
+
+def _search_paths(overrides: list[str]) -> list[str]:
+    """hydra.searchpath=[...]: where the user's own config files are, for a composition of the same choices."""
+    return [override for override in overrides if override.lstrip("+").startswith("hydra.searchpath")]
+
+
+def _started_with(override: str) -> str:
+    """The folder of the run that resume= continues, where that run's start gave this override."""
+    from .run_directory import RESUMED
+
+    return next((folder for folder, saved in RESUMED.items() if override in saved), "")
 
 
 def _compose(overrides: list[str]):
@@ -610,8 +638,10 @@ def _no_such_key(error, key: str, given: str, overrides: list[str]) -> str:
             f"{given}: {group}={picked[group]} has no key {rest} ({group}={having[0]} has). "
             f"Fix: {group}={having[0]}, or a key of {group}={picked[group]} (`{command}` lists them)"
         )
-    if closed_parent(given) and (problem := added_key_problem(given, _compose(chosen))):
-        return problem
+    if touches_closed(given):  # the key is under a node that reads its own keys only: a + would not help
+        base = _compose([*_search_paths(overrides), *chosen])
+        if problem := override_problem(given, base, _started_with(given)):
+            return problem
     if missing != key:
         mapping, _, name = missing.rpartition(".")
         has = [other.removeprefix(f"{mapping}.") for other in keys if other.rpartition(".")[0] == mapping]

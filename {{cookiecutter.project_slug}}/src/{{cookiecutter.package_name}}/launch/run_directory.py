@@ -89,10 +89,16 @@ def _unquoted(value: str) -> str:
         return value
 
 
+# The overrides that the start of a run gave, by the folder of the run that resume= continues: a
+# check that refuses one of them says so, and that the fix is to drop it (~key), not to type it again.
+RESUMED: dict[str, list[str]] = {}
+
+
 def resume_overrides(argv: list[str]) -> list[str]:
     """`resume=DIR [overrides]` -> the overrides of the start that wrote DIR's newest checkpoint
     (its last start if none), then `run_id`, `output_root` and `ckpt_path=last` of DIR, then the
     new overrides (which win)."""
+    RESUMED.clear()
     given = [arg for arg in argv if arg.startswith("resume=")]
     if not given:
         return argv
@@ -137,6 +143,7 @@ def resume_overrides(argv: list[str]) -> list[str]:
     new = [_still_added(arg) if _key(arg) in added else arg for arg in new]
     new = [arg for arg in new if not (arg.startswith("~") and _key(arg) in added)]  # ~key: not added again
     saved = [arg for arg in saved if _key(arg) not in replaced]
+    RESUMED[shown(run_dir)] = saved
     place = {"output_root": str(run_dir.absolute().parent), "run_id": run_dir.name, "ckpt_path": "last"}
     _check_not_elsewhere(run_dir, [arg for arg in new if _key(arg) in mine], place)
     # Hydra reads the overrides as one group: its options (--cfg job, -m) go first.

@@ -16,7 +16,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from ..launch.added_keys import added_key_problem, closed_parent
+from ..launch.added_keys import override_problem, touches_closed, unknown_key
 
 PROJECT = Path(__file__).resolve().parents[3]
 CONFIGS = PROJECT / "configs"
@@ -117,15 +117,15 @@ def check_key(group: str, config, override: str, given: str = "") -> None:
     """KEY=VALUE must name a key of the profile: a typo would otherwise be ignored. `given`: the
     override that named it, where that is another (KEY={a: 1} names KEY.a)."""
     key = override.split("=")[0]
-    full = prefixed(group, override)
-    if not given and closed_parent(full) and (problem := added_key_problem(full, OmegaConf.create({group: config}))):
+    full, whole = prefixed(group, override), OmegaConf.create({group: config})
+    if not given and touches_closed(full) and (problem := override_problem(full, whole)):
         raise ProfileError(problem)
     if key.startswith(("+", "~")) or OmegaConf.select(config, key, default=KeyError) is not KeyError:
         return
     parent = OmegaConf.select(config, key.rpartition(".")[0]) if "." in key else config
     known = ", ".join(parent) if OmegaConf.is_dict(parent) else "none"
     said = f"{given}: " if given else ""
-    adds = "" if closed_parent(f"{group}.{key}") else f" (+{group}.{key}=... adds it)"
+    adds = "" if unknown_key(tuple(f"{group}.{key}".split(".")), whole) else f" (+{group}.{key}=... adds it)"
     raise ProfileError(f"{said}{group}.{key}: no such key; known here: {known}{adds}")
 
 
