@@ -111,6 +111,7 @@ BAD_VALUES = [
     (["+cluster.slurm.qos=normal"], "cluster.slurm is null with cluster=local, and nothing reads a key added there."),
     (["+cluster.slurm.sbatch.qos=normal"], "+cluster.slurm.sbatch.qos=normal: cluster.slurm is null with cluster=lo"),
     (["cluster.slurm.partition=gpu"], "Fix: leave cluster.slurm.partition out; Slurm settings come with a cluster th"),
+    (["cluster.slurm={time: 1}"], "cluster.slurm={time: 1}: cluster.slurm is null with cluster=local, and nothing"),
     (["+strategy.foo=1"], "+strategy.foo=1: strategy has no key foo, and nothing reads a key added there (its ke"),
     # one level further down, or inside a mapping: the first key that is not there is named
     (["cluster=puhti", "+cluster.slurm.sbatchh.qos=normal"], "Fix: cluster.slurm.sbatch in place of cluster.slurm.sb"),
@@ -372,7 +373,9 @@ def test_a_key_that_an_experiment_file_adds_where_nothing_reads_it_stops_with_on
     assert line.startswith(said) and line.endswith("Fix: speed.compile in that file"), line
     typo.write_text(head + "cluster:\n  slurm:\n    qos: normal\n")
     line = refused([searchpath, "experiment=typo"], capsys, tmp_path)
-    assert "sets cluster.slurm.qos: cluster.slurm has no key qos" in line and "+cluster.slurm.sbatch.qos=" in line, line
+    assert "sets cluster.slurm.qos: cluster.slurm has no key qos" in line, line
+    assert line.endswith("Fix: cluster.slurm.sbatch.qos in that file for #SBATCH --qos, cluster.slurm.env.qos for a v"
+                         "ariable, or remove it"), line  # fmt: skip
     typo.write_text(head.replace("puhti", "local") + "cluster:\n  slurm:\n    time: '02:00:00'\n")
     line = refused([searchpath, "experiment=typo"], capsys, tmp_path)
     assert "sets cluster.slurm: cluster.slurm is null with cluster=local" in line, line
@@ -419,6 +422,15 @@ def test_a_key_that_a_runs_start_added_where_nothing_read_it_is_dropped_on_resum
     said = f"ERROR: +speed.compiled=default (from the start of the run in {run}): speed has no key compiled"
     assert line.startswith(said) and line.endswith("Fix: ~speed.compiled with resume= (the run trained without it)")
     check_command_line(resume_overrides([f"resume={run}", "~speed.compiled"]))
+    # one level further down, and in a mapping: the fix names the key that was set, which ~ can drop
+    deeper = (("+strategy.instanc.x=1", "~strategy.instanc.x"), ("'++speed={compiled: x}'", "~speed.compiled"))
+    for saved, dropped in deeper:
+        (run / ".hydra" / "overrides.yaml").write_text(f"- experiment=smoke\n- {saved}\n")
+        resumed = resume_overrides([f"resume={run}"])
+        capsys.readouterr()
+        line = refused(resumed, capsys, tmp_path / "elsewhere")
+        assert line.endswith(f"Fix: {dropped} with resume= (the run trained without it)"), line
+        check_command_line(resume_overrides([f"resume={run}", dropped]))
 
 
 def test_an_experiment_file_without_its_package_line_stops_with_one_line(capsys, tmp_path, clean_env):

@@ -72,20 +72,21 @@ def unknown_key(path: tuple[str, ...], base: DictConfig) -> tuple[str, str, Dict
     return None
 
 
-def override_problem(override: str, base: DictConfig, started: str = "") -> str | None:
+def override_problem(override: str, base: DictConfig, started: str = "", final: DictConfig | None = None) -> str | None:
     """The line for an override that sets a key that a closed node of `base` (the config without
-    it) does not have; None where every key it sets is known. `started`: where a resumed run's
-    own start holds the override, that folder (the fix is then to drop it)."""
+    it) does not have; None where every key it sets is known, or is gone from `final` (the config
+    with every override: a ~key after it). `started`: where a resumed run's own start holds the
+    override, that folder (the fix is then to drop the key)."""
     typed, _, value = override.partition("=")
     paths = key_paths(override)
     for path in paths:
         found = unknown_key(path, base)
-        if found is None:
+        if found is None or (final is not None and OmegaConf.select(final, ".".join(path), default=_ABSENT) is _ABSENT):
             continue
         parent, key, node = found
         depth = len(parent.split(".")) + 1
         given = f"{override} (from the start of the run in {started})" if started else override
-        removal = f"~{'.'.join(path[:depth])} with resume=" if started else f"leave {typed} out"
+        removal = f"~{'.'.join(path)} with resume=" if started else f"leave {typed} out"
         if node is None:
             return _null_line(given, parent, base, removal)
         leaf = depth == len(path)  # the key that is set, not a mapping on the way to it
@@ -111,7 +112,7 @@ def experiment_problem(cfg: DictConfig, base: DictConfig, said: str) -> str | No
             continue
         for key in (str(key) for key in have if key not in had and key not in OPTIONAL.get(parent, ())):
             meant = f"{parent}.<key> in that file"
-            return _line(f"{said} sets {parent}.{key}", parent, key, had, meant, "remove it")
+            return _line(f"{said} sets {parent}.{key}", parent, key, had, meant, "remove it", in_file=True)
     return None
 
 
@@ -123,15 +124,20 @@ def _null_line(said: str, parent: str, base: DictConfig, removal: str) -> str:
     return f"{said}: {parent} is null{where}, and nothing reads a key added there. Fix: {removal}{instead}"
 
 
-def _line(said: str, parent: str, key: str, node: DictConfig, meant: str, removal: str, leaf: bool = True) -> str:
-    """`meant`: the fix, with <key> for the known key closest to `key`."""
+def _line(
+    said: str, parent: str, key: str, node: DictConfig, meant: str, removal: str, leaf: bool = True, in_file=False
+) -> str:
+    """`meant`: the fix, with <key> for the known key closest to `key`; `in_file`: the key is in a file."""
     known = [str(name) for name in node]
     fix = f"one of those keys, or {removal}"
     if "<key>" not in meant:
         fix = meant
     elif parent == "cluster.slurm" and leaf:  # an #SBATCH option's name (constraint, mail-user) is not a close key's
         option = key.replace("_", "-")
-        fix = f"+cluster.slurm.sbatch.{option}=... for #SBATCH --{option}, +cluster.slurm.env.{key}=... for a variable"
+        sbatch, env = (f"cluster.slurm.sbatch.{option}", f"cluster.slurm.env.{key}")
+        fix = f"+{sbatch}=... for #SBATCH --{option}, +{env}=... for a variable"
+        if in_file:
+            fix = f"{sbatch} in that file for #SBATCH --{option}, {env} for a variable"
         fix = f"{fix}, or {removal}"
         if close := difflib.get_close_matches(key, known, n=1, cutoff=0.8):  # a typo, not an option's name
             fix = f"{meant.replace('<key>', close[0])} (#SBATCH options: +cluster.slurm.sbatch.<option>=...)"

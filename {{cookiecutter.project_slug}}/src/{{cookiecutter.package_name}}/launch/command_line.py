@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .added_keys import CLOSED, experiment_problem, override_problem, touches_closed
+from .added_keys import CLOSED, experiment_problem, key_paths, override_problem, touches_closed
 from .environment import global_rank, register_resolvers, stale_rank
 from .errors import SetupError
 from .run_directory import note_new_parents
@@ -459,11 +459,12 @@ def _check_added_keys(cfg, overrides: list[str]) -> None:
     """A key set under a node the project reads key by key (launch/added_keys.py), by an override
     that Hydra took (+, ++) or by an experiment file: the config without it says which keys that
     node has. (A plain override of a key that is not there Hydra refuses: _no_such_key.)"""
-    forced = [override for override in overrides if override.startswith("+") and touches_closed(override)]
+    taken = [override for override in overrides if override.startswith("+") or "={" in override.replace(" ", "")]
+    forced = [override for override in taken if touches_closed(override)]  # a mapping too: cluster=local's slurm
     if forced:
-        base = _compose([override for override in overrides if override not in forced])
+        base = _compose([override for override in overrides if override not in forced and not _drops(override, forced)])
         for override in forced:
-            if problem := override_problem(override, base, _started_with(override)):
+            if problem := override_problem(override, base, _started_with(override), final=cfg):
                 raise SetupError(problem)
     names = _experiments(cfg, overrides)
     if any(_may_set_closed_keys(name) for name in names):  # its choices of the groups, without the file itself
@@ -475,6 +476,12 @@ def _check_added_keys(cfg, overrides: list[str]) -> None:
         typed = names[0] if len(names) == 1 else f"[{','.join(names)}]"
         if problem := experiment_problem(cfg, base, f"experiment={typed}: {files}"):
             raise SetupError(problem)
+
+
+def _drops(override: str, forced: list[str]) -> bool:
+    """~key of a key that only one of `forced` sets (the config without them has none to drop)."""
+    dropped = tuple(override[1:].split("=")[0].split(".")) if override.startswith("~") else None
+    return bool(dropped) and any(dropped in key_paths(other) for other in forced)
 
 
 def _experiments(cfg, overrides: list[str]) -> list[str]:
