@@ -467,11 +467,11 @@ def _check_added_keys(cfg, overrides: list[str]) -> None:
             if problem := override_problem(override, base, _started_with(override), final=cfg):
                 raise SetupError(problem)
     names = _experiments(cfg, overrides)
-    if any(_may_set_closed_keys(name) for name in names):  # its choices of the groups, without the file itself
+    setting = [name for name in names if _may_set_closed_keys(name)]  # each file read once
+    if setting:  # its choices of the groups, without the file itself
         chosen = [(group, choice) for group, choice in cfg.hydra.runtime.choices.items() if isinstance(choice, str)]
         same = [f"{group}={choice}" for group, choice in chosen if group != "experiment" and (CONFIGS / group).is_dir()]
         base = _compose([*_search_paths(overrides), *same])
-        setting = [name for name in names if _may_set_closed_keys(name)]
         files = " or ".join(_experiment_file(name) for name in setting)
         typed = names[0] if len(names) == 1 else f"[{','.join(names)}]"
         if problem := experiment_problem(cfg, base, f"experiment={typed}: {files}"):
