@@ -222,6 +222,17 @@ def test_benchmark_refuses_more_processes_than_gpus(monkeypatch, capsys):
     assert "Fix: --processes 1 or fewer, or trainer.accelerator=cpu" in line
 
 
+def test_benchmark_refuses_a_size_variable_that_is_not_a_number(monkeypatch, capsys):
+    from {{ cookiecutter.package_name }}.benchmark.__main__ import main
+
+    monkeypatch.setenv("WORLD_SIZE", "two")  # read with int() before the check: a traceback
+    with pytest.raises(SystemExit) as stopped:
+        main(ONE_STEP)
+    assert stopped.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("ERROR: WORLD_SIZE='two' in the environment: "), line
+
+
 def test_benchmark_refuses_no_processes(capsys):
     from {{ cookiecutter.package_name }}.benchmark.__main__ import main
 

@@ -18,7 +18,7 @@ from {{ cookiecutter.package_name }}.data.mnist import MNISTDataModule
 from {{ cookiecutter.package_name }}.data.synthetic import SyntheticDataModule
 from {{ cookiecutter.package_name }}.launch import checks
 from {{ cookiecutter.package_name }}.launch.command_line import check_command_line
-from {{ cookiecutter.package_name }}.launch.environment import register_resolvers, stale_rank
+from {{ cookiecutter.package_name }}.launch.environment import not_a_number, register_resolvers, stale_rank
 from {{ cookiecutter.package_name }}.launch.errors import SetupError
 
 from tests.helpers import PROJECT, project_env, write_small_mnist
@@ -598,6 +598,32 @@ def test_a_rank_left_in_the_shell_stops_with_one_line(name, tmp_path):
         f"beside it): train.py would take itself for rank 1 of a job, and log nothing. Fix: unset {name}"
     )
     assert not (tmp_path / "out").exists()
+
+
+def test_a_launch_variable_that_is_not_a_number_stops_with_one_line(tmp_path):
+    """SLURM_NTASKS=abc left in a shell inside a job: the topology check's int() met a traceback."""
+    command = [sys.executable, str(PROJECT / "train.py"), "experiment=smoke", f"output_root={tmp_path / 'out'}"]
+    env = project_env(SLURM_JOB_ID="5", SLURM_NTASKS="abc")
+    ran = subprocess.run(command, cwd=PROJECT, env=env, capture_output=True, text=True)
+    assert ran.returncode == 2, ran.stderr
+    assert ran.stderr.strip() == (
+        "ERROR: SLURM_NTASKS='abc' in the environment: train.py and Lightning read it as a whole number >= 0 "
+        "(launchers such as Slurm, torchrun and MPI set it for the processes they start). "
+        "Fix: unset SLURM_NTASKS, or start train.py through its launcher"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "name, value", [("WORLD_SIZE", "2.0"), ("SLURM_CPUS_PER_TASK", ""), ("MASTER_PORT", "-1"), ("NODE_RANK", "¹")]
+)
+def test_each_launch_variable_is_checked(name, value):
+    assert not_a_number({name: value}).startswith(f"{name}={value!r} in the environment: ")
+
+
+def test_launch_variables_that_are_numbers_pass():
+    env = {"RANK": "0", "WORLD_SIZE": "2", "SLURM_NTASKS": "8", "SLURM_RESTART_COUNT": "", "SLURM_JOB_ID": "x"}
+    assert not_a_number(env) is None  # an empty restart count reads as 0; the job id is not read as a number
 
 
 def _checkpoint_files(tmp_path):

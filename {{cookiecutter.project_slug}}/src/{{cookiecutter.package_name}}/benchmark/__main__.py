@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-from ..launch.command_line import checked_config, stop
+from ..launch.command_line import check_launch_variables, checked_config, stop
 from ..launch.errors import OneLineParser, SetupError, count
 from .profile import add_output_options, check_output_paths
 from .report import Figures, print_report
@@ -146,6 +146,7 @@ def check_processes(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    check_launch_variables()
     try:
         check_output_paths(args.profile, args.json)
         if args.processes > 1 and "LOCAL_RANK" not in os.environ:

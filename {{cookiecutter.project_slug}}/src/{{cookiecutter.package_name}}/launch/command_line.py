@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from .added_keys import CLOSED, experiment_problem, key_paths, override_problem, touches_closed
-from .environment import global_rank, register_resolvers, stale_rank
+from .environment import global_rank, not_a_number, register_resolvers, stale_rank
 from .errors import SetupError
 from .run_directory import note_new_parents
 from .targets import (
@@ -146,13 +146,19 @@ def stop(message: str, code: int = 2) -> NoReturn:
     sys.exit(code)
 
 
+def check_launch_variables() -> None:
+    """Exit 2 with one line if a rank or size variable is stale or not a number. Said by this process
+    whatever its rank (no other process would say it), before anything reads the rank."""
+    if wrong := stale_rank() or not_a_number():
+        print(f"ERROR: {wrong}", file=sys.stderr)
+        sys.exit(2)
+
+
 def check_command_line(argv: list[str]) -> None:
     """Exit 2 with one line if the overrides in argv are wrong; return if they are fine."""
     if os.environ.get("HYDRA_FULL_ERROR") == "1":
         return
-    if stale := stale_rank():  # said by this process whatever its rank: no other process would say it
-        print(f"ERROR: {stale}", file=sys.stderr)
-        sys.exit(2)
+    check_launch_variables()
     try:
         check_arguments(argv)
     except SetupError as error:

@@ -40,6 +40,45 @@ def stale_rank(env=os.environ) -> str | None:
     return None
 
 
+# Whole numbers that launchers set for the processes they start, read with int() by this project and
+# by Lightning: a value left in the shell that is not one (export SLURM_NTASKS=abc) met a traceback.
+# SLURM_NTASKS_PER_NODE is only tested for being set.
+NUMBER_VARIABLES = (
+    *RANK_VARIABLES,
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "NODE_RANK",
+    "GROUP_RANK",
+    "MASTER_PORT",
+    "OMPI_COMM_WORLD_SIZE",
+    "SLURM_LOCALID",
+    "SLURM_NODEID",
+    "SLURM_NTASKS",
+    "SLURM_NNODES",
+    "SLURM_STEP_NUM_NODES",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_CPUS_PER_TASK",
+    "SLURM_RESTART_COUNT",
+    "TORCHELASTIC_RESTART_COUNT",
+    "HOROVOD_GLOO_RENDEZVOUS_PORT",
+    "PL_GLOBAL_SEED",
+)
+
+
+def not_a_number(env=os.environ) -> str | None:
+    """What is wrong where a launcher's variable that must be a whole number is not one."""
+    for name in NUMBER_VARIABLES:
+        value = env.get(name)
+        if value is None or value.isascii() and value.isdigit() or value == "" and "RESTART" in name:
+            continue  # an empty restart count reads as 0
+        return (
+            f"{name}={value!r} in the environment: train.py and Lightning read it as a whole number >= 0 "
+            "(launchers such as Slurm, torchrun and MPI set it for the processes they start). "
+            f"Fix: unset {name}, or start train.py through its launcher"
+        )
+    return None
+
+
 def global_rank() -> int:
     """This process's rank in the whole job, 0 when not launched distributed."""
     for name in RANK_VARIABLES:
