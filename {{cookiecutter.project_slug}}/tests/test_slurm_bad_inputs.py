@@ -159,6 +159,64 @@ def test_a_bad_argument_gets_one_line_and_no_script(argv, words, tmp_path, capsy
     assert not (tmp_path / "out").exists()
 
 
+def test_a_profile_key_after_the_separator_gets_the_fix_that_works(capsys):
+    """-- +cluster.slurm.qos=x got "Fix: +cluster.slurm.qos=x before --", which was then refused
+    with another fix: the refusal of the key before -- is said at once."""
+    assert slurm_main(["cluster=puhti", "--", "+cluster.slurm.qos=x"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "(the last one would win on the nodes); before -- it is refused too: +cluster.slurm.qos=x: " in line
+    assert line.endswith("Fix: +cluster.slurm.sbatch.qos=... for #SBATCH --qos, +cluster.slurm.env.qos=... for a "
+                         "variable, or leave +cluster.slurm.qos out"), line
+
+
+EXPERIMENTS = {  # an experiment file after --, what the script had fixed otherwise, and the fix
+    "lumi": ("defaults: [{override /cluster: lumi}]", "chooses cluster=lumi, but the script is rendered for "
+             "cluster=puhti, which it gives train.py first (and which wins over the file's choice). Fix: cluster=lumi"),
+    "zero": ("defaults: [{override /strategy: deepspeed_stage_2}]", "Fix: strategy=deepspeed_stage_2 before --"),
+    "longer": ("cluster: {slurm: {time: '05:00:00'}}", "sets cluster.slurm.time=05:00:00, which only this command "
+               "reads, for the script (01:00:00 here): train.py reads the file on the nodes, after the script was "
+               "written. Fix: cluster.slurm.time=05:00:00 before --"),
+    "qos": ("cluster: {slurm: {sbatch: {qos: high}}}", "Fix: +cluster.slurm.sbatch.qos=high before --"),
+    "big": ("cluster: {num_nodes: 2}", "sets cluster.num_nodes=2, but the job's size is this command's nodes=1, "
+            "which the script gives train.py first (and which wins). Fix: nodes=2 before --"),
+}
+
+
+@pytest.fixture
+def experiments(tmp_path):
+    folder = tmp_path / "mine" / "experiment"
+    folder.mkdir(parents=True)
+    for name, (text, _) in EXPERIMENTS.items():
+        (folder / f"{name}.yaml").write_text(f"# @package _global_\n{text}\n")
+    return f"hydra.searchpath=[file://{tmp_path / 'mine'}]"
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_an_experiment_after_the_separator_that_sets_what_the_script_fixed_is_refused(name, experiments, capsys):
+    """Read by train.py on the nodes after the script was written: its choice of cluster, its
+    cluster.slurm.time or its nodes changed nothing there, without a word."""
+    assert slurm_main(["cluster=puhti", "--", experiments, f"experiment={name}"]) == 2
+    captured = capsys.readouterr()
+    (line,) = captured.err.splitlines()
+    assert line.startswith(f"ERROR: -- experiment={name} ") and EXPERIMENTS[name][1] in line, line
+    assert captured.out == ""
+
+
+@pytest.mark.parametrize(
+    "settings, name",
+    [
+        (["cluster=lumi"], "lumi"),
+        (["strategy=deepspeed_stage_2"], "zero"),
+        (["cluster.slurm.time=05:00:00"], "longer"),
+        (["+cluster.slurm.sbatch.qos=high"], "qos"),
+        (["nodes=2"], "big"),
+    ],
+)
+def test_the_fix_renders_the_experiments_job(settings, name, experiments, capsys):
+    assert slurm_main(["cluster=puhti", *settings, "--", experiments, f"experiment={name}"]) == 0
+    assert f"experiment={name}" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("time", "seconds"),
     [("30", 1800), ("30:15", 1815), ("2:00:00", 7200), ("1-12", 129600), ("1-0:30", 88200), ("3-00:00:01", 259201)],

@@ -514,6 +514,13 @@ def _started_with(override: str) -> str:
     return next((folder for folder, saved in RESUMED.items() if override in saved), "")
 
 
+def compose_train(overrides: list[str]):
+    """train.py's config with these overrides, Hydra's settings included, unchecked (SetupError where
+    Hydra refuses one: one line)."""
+    register_resolvers()
+    return _compose(overrides)
+
+
 def _compose(overrides: list[str]):
     from hydra import compose, initialize_config_dir
     from hydra.errors import ConfigCompositionException, MissingConfigException

@@ -18,6 +18,7 @@ from ..launch.command_line import check_arguments
 from ..launch.errors import OneLineParser, SetupError
 from ..launch.paths import unwritable
 from ..launch.run_directory import resume_overrides
+from .experiments import check_experiments
 from .profiles import ProfileError, detect_cluster, load, override_sign
 from .render import LAUNCHERS, Job, render, script_targets, strategy_launcher, train_arguments, write_scripts
 
@@ -133,7 +134,7 @@ PRINTING_OPTIONS = {"--cfg", "-c", "--help", "-h", "--hydra-help", "--info", "-i
 PRINTING_OPTIONS |= {"--package", "--shell-completion", "-sc"}
 
 
-def check_train_overrides(train_overrides: list[str]) -> None:
+def check_train_overrides(train_overrides: list[str], settings: list[str]) -> None:
     keys = {override.lstrip("+~").partition("=")[0]: override for override in train_overrides}
     if "ckpt_path" in keys and keys["ckpt_path"].endswith("=last") and not {"run_id", "resume"} & keys.keys():
         # a new job's run is slurm-<its job id>, with no checkpoint yet: refused on the nodes, after the queue
@@ -151,10 +152,27 @@ def check_train_overrides(train_overrides: list[str]) -> None:
         key, _, value = override.lstrip("+~").partition("=")
         if key in SET_BY_THE_JOB or key.startswith("cluster."):
             setting = SET_BY_THE_JOB.get(key, "{override}").format(value=value, override=override)
-            raise ProfileError(
+            said = (
                 f"-- {override}: the job's {key} comes from this command's settings, which the script gives "
-                f"train.py first (the last one would win on the nodes). Fix: {setting} before --"
+                "train.py first (the last one would win on the nodes)"
             )
+            if key not in SET_BY_THE_JOB and (refusal := _refusal_before_separator(override, settings)):
+                raise ProfileError(f"{said}; before -- it is refused too: {refusal}")  # its fix, not a second step
+            raise ProfileError(f"{said}. Fix: {setting} before --")
+
+
+def _refusal_before_separator(setting: str, settings: list[str]) -> str | None:
+    """Why this command refuses a setting of the profile given among its own settings, if it does
+    (not where it refuses the others already: that is said once the setting is moved)."""
+    try:
+        job_from(settings, [], "")
+    except (ProfileError, SetupError):
+        return None
+    try:
+        job_from([*settings, setting], [], "")
+    except (ProfileError, SetupError) as error:
+        return str(error)
+    return None
 
 
 def batch_script(path: Path) -> bool:
@@ -192,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{sweep}: a batch script runs one training. Fix: for a sweep, submit a job per point with "
                 "python train.py -m hydra/launcher=slurm cluster=<name> <key>=<a>,<b>"
             )
-        check_train_overrides(args.train_overrides)
+        check_train_overrides(args.train_overrides, args.settings)
         job = job_from(args.settings, args.train_overrides, shlex.join(["python", "-m", __package__, *argv]))
         output = args.output
         if args.submit and output is None:
@@ -212,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         # What train.py checks on the nodes, now: a wrong override would otherwise wait in the queue to fail.
         check_arguments(resume_overrides(train_arguments(job)))
+        check_experiments(job)
         text = render(job).replace("THIS_SCRIPT", str(output) if output else "SCRIPT")
     except (ProfileError, SetupError) as error:  # before any file is written
         print(f"ERROR: {error}", file=sys.stderr)
