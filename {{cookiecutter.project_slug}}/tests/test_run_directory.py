@@ -120,8 +120,21 @@ def test_ckpt_path_last_without_a_checkpoint_names_the_runs_that_exist(tmp_path)
     result = train(f"output_root={tmp_path}", "ckpt_path=last")
     assert result.returncode == 2
     assert "holds no checkpoint to resume" in result.stderr and ": earlier." in result.stderr
+    assert f"Fix: resume={tmp_path / 'earlier'} (or another of those), or drop ckpt_path=last" in result.stderr
     assert "Traceback" not in result.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["earlier"], "the refused run left a directory behind"
+
+
+def test_the_runs_named_with_ckpt_path_last_are_quoted_as_a_shell_reads_them(tmp_path, monkeypatch):
+    """A run named "my run" was listed bare among the others: its name read as two, the fix as none."""
+    from {{ cookiecutter.package_name }}.launch import run_directory
+
+    runs = ["a", "my run"]
+    monkeypatch.setattr(run_directory, "_runs_with_checkpoints", lambda output_root: runs)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SetupError) as refused:
+        checkpoint_to_resume("last", tmp_path / "new", None)
+    assert "Runs with checkpoints in .: a, 'my run'. Fix: resume='my run' (or another of those)" in str(refused.value)
 
 
 def test_resume_uses_the_runs_own_config_and_keeps_its_hydra_folder(tmp_path):

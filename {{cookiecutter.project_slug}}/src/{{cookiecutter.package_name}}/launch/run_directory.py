@@ -355,10 +355,12 @@ def checkpoint_to_resume(ckpt_path: str | None, run_dir: Path, subdir: str | Non
             f"and a new run would overwrite them. Fix: resume it with `{resume}` (or ckpt_path=last), or {fresh}"
         )
     elif ckpt_path == "last" and not newest and not restarted():
+        runs = _runs_with_checkpoints(run_dir.parent)  # each as typed in a shell: a name with a space quoted
+        listed = ", ".join(shlex.quote(name) for name in runs) or "none"
+        one = f"resume={shlex.quote(shown(run_dir.parent / runs[-1]))} (or another of those)" if runs else "resume=..."
         problem = (
             f"ckpt_path=last, but {shown(run_dir)} holds no checkpoint to resume. Runs with checkpoints in "
-            f"{shown(run_dir.parent)}: {', '.join(_runs_with_checkpoints(run_dir.parent)) or 'none'}. "
-            "Fix: resume=<one of those folders>, or drop ckpt_path=last to start fresh"
+            f"{shown(run_dir.parent)}: {listed}. Fix: {one}, or drop ckpt_path=last to start fresh"
         )
     elif ckpt_path in (None, "last") and newest and newest[1] < 0 and newest[0].is_file():  # (None: a requeue)
         # a file only: a sharded checkpoint (a folder) has no step this can read; its strategy reads it
