@@ -744,11 +744,13 @@ def test_every_checkpoint_is_written_forward_only_also_without_the_timed_saves(r
     from hydra import compose, initialize_config_dir
 
     from {{ cookiecutter.package_name }}.launch.environment import register_resolvers
+    from {{ cookiecutter.package_name }}.launch.warnings import quiet_benign_messages
     from {{ cookiecutter.package_name }}.run import build_trainer
 
     register_resolvers()
     with initialize_config_dir(config_dir=str(PROJECT / "configs"), version_base="1.3"):
         cfg = compose("train", overrides=[*FAST, *removed, f"output_dir={tmp_path}"])
+    quiet_benign_messages()  # as run.py does before it builds the Trainer (Lightning's srun hint, where srun is)
     io = build_trainer(cfg).strategy.checkpoint_io
     assert isinstance(io, ForwardOnlyCheckpointIO)
     assert io.in_background == (not removed)  # the timed saves' write_in_background (true by default)

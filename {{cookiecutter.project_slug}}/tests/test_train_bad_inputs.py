@@ -788,8 +788,10 @@ def test_time_spans_given_as_mappings_reach_lightning_as_it_takes_them(tmp_path,
     from hydra import compose, initialize_config_dir
     from pytorch_lightning.callbacks import Timer
 
+    from {{ cookiecutter.package_name }}.launch.warnings import quiet_benign_messages
     from {{ cookiecutter.package_name }}.run import build_trainer
 
+    quiet_benign_messages()  # as run.py does before it builds the Trainer (Lightning's srun hint, where srun is)
     spans = ["+trainer.max_time={minutes:5}", "+trainer.val_check_interval={seconds:1}"]
     with initialize_config_dir(config_dir=str(PROJECT / "configs"), version_base="1.3"):
         cpu = ["data=synthetic", "trainer.accelerator=cpu", "trainer.devices=1", "logger=csv"]
