@@ -165,20 +165,31 @@ def test_a_profile_key_after_the_separator_gets_the_fix_that_works(capsys):
     assert slurm_main(["cluster=puhti", "--", "+cluster.slurm.qos=x"]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert "(the last one would win on the nodes); before -- it is refused too: +cluster.slurm.qos=x: " in line
-    assert line.endswith("Fix: +cluster.slurm.sbatch.qos=... for #SBATCH --qos, +cluster.slurm.env.qos=... for a "
-                         "variable, or leave +cluster.slurm.qos out"), line
+    assert line.endswith(
+        "Fix: +cluster.slurm.sbatch.qos=... for #SBATCH --qos, +cluster.slurm.env.qos=... for a "
+        "variable, or leave +cluster.slurm.qos out"
+    ), line
 
 
 EXPERIMENTS = {  # an experiment file after --, what the script had fixed otherwise, and the fix
-    "lumi": ("defaults: [{override /cluster: lumi}]", "chooses cluster=lumi, but the script is rendered for "
-             "cluster=puhti, which it gives train.py first (and which wins over the file's choice). Fix: cluster=lumi"),
+    "lumi": (
+        "defaults: [{override /cluster: lumi}]",
+        "chooses cluster=lumi, but the script is rendered for "
+        "cluster=puhti, which it gives train.py first (and which wins over the file's choice). Fix: cluster=lumi",
+    ),
     "zero": ("defaults: [{override /strategy: deepspeed_stage_2}]", "Fix: strategy=deepspeed_stage_2 before --"),
-    "longer": ("cluster: {slurm: {time: '05:00:00'}}", "sets cluster.slurm.time=05:00:00, which only this command "
-               "reads, for the script (01:00:00 here): train.py reads the file on the nodes, after the script was "
-               "written. Fix: cluster.slurm.time=05:00:00 before --"),
+    "longer": (
+        "cluster: {slurm: {time: '05:00:00'}}",
+        "sets cluster.slurm.time=05:00:00, which only this command "
+        "reads, for the script (01:00:00 here): train.py reads the file on the nodes, after the script was "
+        "written. Fix: cluster.slurm.time=05:00:00 before --",
+    ),
     "qos": ("cluster: {slurm: {sbatch: {qos: high}}}", "Fix: +cluster.slurm.sbatch.qos=high before --"),
-    "big": ("cluster: {num_nodes: 2}", "sets cluster.num_nodes=2, but the job's size is this command's nodes=1, "
-            "which the script gives train.py first (and which wins). Fix: nodes=2 before --"),
+    "big": (
+        "cluster: {num_nodes: 2}",
+        "sets cluster.num_nodes=2, but the job's size is this command's nodes=1, "
+        "which the script gives train.py first (and which wins). Fix: nodes=2 before --",
+    ),
 }
 
 

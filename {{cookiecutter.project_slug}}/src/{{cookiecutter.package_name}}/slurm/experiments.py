@@ -1,4 +1,5 @@
-"""An experiment given after -- (`python -m {{ cookiecutter.package_name }}.slurm cluster=puhti -- experiment=big`) is read by
+"""An experiment given after --, as in
+`python -m {{ cookiecutter.package_name }}.slurm cluster=puhti -- experiment=big`, is read by
 train.py on the nodes, after this command wrote the script's #SBATCH lines and its train.py
 command. What the file sets of those (its choice of cluster or strategy, cluster.slurm.time, the
 job's size) then changed nothing, without a word: the job was not the one the file asks for.
