@@ -477,7 +477,7 @@ def _check_added_keys(cfg, overrides: list[str]) -> None:
     if setting:  # its choices of the groups, without the file itself
         chosen = [(group, choice) for group, choice in cfg.hydra.runtime.choices.items() if isinstance(choice, str)]
         same = [f"{group}={choice}" for group, choice in chosen if group != "experiment" and (CONFIGS / group).is_dir()]
-        base = _compose([*_search_paths(overrides), *same])
+        base = _compose([*search_paths(overrides), *same])
         files = " or ".join(_experiment_file(name) for name in setting)
         typed = names[0] if len(names) == 1 else f"[{','.join(names)}]"
         if problem := experiment_problem(cfg, base, f"experiment={typed}: {files}"):
@@ -502,7 +502,7 @@ def _experiments(cfg, overrides: list[str]) -> list[str]:
     return [str(name) for name in value] if isinstance(value, list) else []
 
 
-def _search_paths(overrides: list[str]) -> list[str]:
+def search_paths(overrides: list[str]) -> list[str]:
     """hydra.searchpath=[...]: where the user's own config files are, for a composition of the same choices."""
     return [override for override in overrides if override.lstrip("+").startswith("hydra.searchpath")]
 
@@ -659,7 +659,7 @@ def _no_such_key(error, key: str, given: str, overrides: list[str]) -> str:
             f"Fix: {group}={having[0]}, or a key of {group}={picked[group]} (`{command}` lists them)"
         )
     if touches_closed(given):  # the key is under a node that reads its own keys only: a + would not help
-        base = _compose([*_search_paths(overrides), *chosen])
+        base = _compose([*search_paths(overrides), *chosen])
         if problem := override_problem(given, base, _started_with(given)):
             return problem
     if missing != key:

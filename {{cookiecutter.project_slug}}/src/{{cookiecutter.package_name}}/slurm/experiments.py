@@ -7,7 +7,7 @@ Found here, before any file is written, with the setting that renders it."""
 
 from omegaconf import DictConfig, OmegaConf
 
-from ..launch.command_line import compose_train
+from ..launch.command_line import compose_train, search_paths
 from ..launch.values import shown
 from .profiles import ProfileError
 from .render import Job
@@ -28,7 +28,7 @@ def check_experiments(job: Job) -> None:
     if not given:
         return
     said = f"-- {given[-1]}"
-    search = [override for override in job.train_overrides if override.lstrip("+").startswith("hydra.searchpath")]
+    search = search_paths(job.train_overrides)
     alone, default = compose_train([*search, given[-1]]), compose_train(search)
     job_choices = {"cluster": job.cluster["name"], "strategy": job.strategy}
     for group, rendered in job_choices.items():
@@ -45,17 +45,19 @@ def check_experiments(job: Job) -> None:
         path = _set_by_the_file(_plain(alone.cluster.get(key)), _plain(without.cluster.get(key)), key)
         if path is None:
             continue
-        value, rendered = _at(_plain(alone.cluster), path), _at(job.cluster, path) if key not in sizes else sizes[key]
+        value = _at(_plain(alone.cluster), path)
+        if key in sizes:
+            if value != sizes[key]:
+                raise ProfileError(
+                    f"{said} sets cluster.{path}={shown(value)}, but the job's size is this command's "
+                    f"{JOB_SETTINGS[key]}={sizes[key]}, which the script gives train.py first (and which wins). "
+                    f"Fix: {JOB_SETTINGS[key]}={shown(value)} before --"
+                )
+            continue
+        rendered = _at(job.cluster, path)
         if value == rendered:
             continue
-        if key in sizes:
-            setting = f"{JOB_SETTINGS[key]}={shown(value)}"
-            raise ProfileError(
-                f"{said} sets cluster.{path}={shown(value)}, but the job's size is this command's "
-                f"{JOB_SETTINGS[key]}={rendered}, which the script gives train.py first (and which wins). "
-                f"Fix: {setting} before --"
-            )
-        sign = "" if _at(job.cluster, path, _ABSENT) is not _ABSENT else "+"
+        sign = "" if rendered is not _ABSENT else "+"
         now = "" if rendered is _ABSENT else f" ({shown(rendered)} here)"
         raise ProfileError(
             f"{said} sets cluster.{path}={shown(value)}, which only this command reads, for the script{now}: train.py "
@@ -82,9 +84,9 @@ def _set_by_the_file(mine, other, path: str) -> str | None:
     return None if mine == other else path
 
 
-def _at(config: dict, path: str, default=_ABSENT):
+def _at(config: dict, path: str):
     for key in path.split("."):
         if not isinstance(config, dict) or key not in config:
-            return default
+            return _ABSENT
         config = config[key]
     return config
