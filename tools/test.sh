@@ -15,11 +15,20 @@ if ! command -v shellcheck >/dev/null && [[ $(id -u) -eq 0 ]] && command -v apt-
     echo "test: could not install shellcheck; the tests that need it will be skipped" >&2
 fi
 
+# The generated suite trains with DeepSpeed and Horovod: they are set up (built, on a fresh
+# machine: minutes; cached after once) while the template tests run, which need neither.
+setup_log=$(mktemp)
+bash tools/setup-deepspeed-horovod.sh >"$setup_log" 2>&1 &
+setup_run=$!
 template=0
-python -m pytest tests "$@" || template=$?
-
-# The generated suite trains with DeepSpeed and Horovod: set them up first (cached after once).
-bash tools/setup-deepspeed-horovod.sh
+python -m pytest -n 2 tests "$@" || template=$?
+setup=0
+wait "$setup_run" || setup=$?
+cat "$setup_log"
+if ((setup)); then
+  echo "test: tools/setup-deepspeed-horovod.sh failed (exit $setup), as printed above" >&2
+  exit "$setup"
+fi
 rm -rf build/test
 cookiecutter . --no-input --output-dir build/test
 generated=0
@@ -33,7 +42,8 @@ else
   slurm_log=$(mktemp)
   python -m pytest -ra --durations=15 -m slurm -p no:cacheprovider --basetemp="$(mktemp -d)" >"$slurm_log" 2>&1 &
   slurm_run=$!
-  python -m pytest -ra --durations=15 -m "not slurm" || generated=$?
+  # The others on two workers (pytest-xdist): alone, one run used three quarters of a core.
+  python -m pytest -n 2 -ra --durations=15 -m "not slurm" || generated=$?
   slurm=0
   wait "$slurm_run" || slurm=$?
   echo "test: the Slurm tests (pytest -m slurm), run beside the others, exit $slurm:"
