@@ -6,6 +6,15 @@ on in the next call on the same machine."""
 
 import os
 
+# Whether this process is a pytest-xdist worker: then its controller records its tests. From its
+# config, not from PYTEST_XDIST_WORKER, which a suite started by a worker's test inherits.
+_worker = False
+
+
+def pytest_configure(config):
+    global _worker
+    _worker = hasattr(config, "workerinput")
+
 
 def pytest_collection_modifyitems(config, items):
     results = f"{os.environ['GPU_FIGURES_LOGS']}/test-results.txt"
@@ -19,7 +28,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_runtest_logreport(report):
-    if os.environ.get("PYTEST_XDIST_WORKER") or not (report.when == "call" or report.outcome != "passed"):
+    if _worker or not (report.when == "call" or report.outcome != "passed"):
         return  # the controller records each test once: its call, or the phase that did not pass
     logs = os.environ["GPU_FIGURES_LOGS"]
     with open(f"{logs}/test-results.txt", "a") as results:
