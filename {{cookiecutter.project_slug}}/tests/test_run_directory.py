@@ -374,6 +374,11 @@ def test_resume_of_a_checkpoint_file_names_its_runs_folder(tmp_path, monkeypatch
     runs = r"^resume=\.: a folder of runs, not a run\. Fix: resume=<run_id>, one of: run$"
     with pytest.raises(SetupError, match=runs):
         resume_overrides(["resume=."])
+    spaced = tmp_path / "my run" / "checkpoints" / "last.ckpt"  # each name as typed in a shell
+    ForwardOnlyCheckpointIO().save_checkpoint({"global_step": 4}, spaced)
+    with pytest.raises(SetupError, match=r"Fix: resume=<run_id>, one of: 'my run', run$"):
+        resume_overrides(["resume=."])
+    shutil.rmtree(spaced.parent.parent)
     nowhere = r"^resume=new/nowhere: no run was started there \(\S+ is missing\)\. Fix: a run's folder \(new holds"
     with pytest.raises(SetupError, match=nowhere):
         resume_overrides(["resume=new/nowhere"])

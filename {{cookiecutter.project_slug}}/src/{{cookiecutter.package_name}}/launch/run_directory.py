@@ -116,7 +116,7 @@ def resume_overrides(argv: list[str]) -> list[str]:
         raise SetupError(f"resume={run_dir}: inside the run {run}, not its folder. Fix: resume={run}{start_from}")
     if not records and (inside := _runs_with_checkpoints(run_dir)):  # output_root itself
         raise SetupError(
-            f"resume={run_dir}: a folder of runs, not a run. Fix: resume={_in(run_dir)}, one of: {', '.join(inside)}"
+            f"resume={run_dir}: a folder of runs, not a run. Fix: resume={_in(run_dir)}, one of: {_listed(inside)}"
         )
     root = next((arg.split("=", 1)[1] for arg in argv if arg.startswith("output_root=")), DEFAULT_OUTPUT_ROOT)
     under = Path(root) / run_dir  # resume=<run_id>, for the run's folder in output_root
@@ -124,7 +124,7 @@ def resume_overrides(argv: list[str]) -> list[str]:
         raise SetupError(f"resume={run_dir}: no run was started there; {shown(under)} is that run. Fix: resume={under}")
     if not records:
         listed = _runs_with_checkpoints(run_dir.parent)
-        fix = f"resume={_in(run_dir.parent)}, one of: {', '.join(listed)}"
+        fix = f"resume={_in(run_dir.parent)}, one of: {_listed(listed)}"
         if not listed:
             fix = f"a run's folder ({shown(run_dir.parent)} holds none with checkpoints), or a new run without resume="
         missing = run_dir / ".hydra" / "overrides.yaml"
@@ -219,6 +219,11 @@ DEFAULT_OUTPUT_ROOT = "outputs"  # configs/train.yaml's output_root
 def _in(output_root: Path) -> str:
     """`<run_id>` in output_root, as the user would type it."""
     return "<run_id>" if shown(output_root) == "." else f"{shown(output_root)}/<run_id>"
+
+
+def _listed(names: list[str]) -> str:
+    """Run ids as typed in a shell: a name with a space quoted."""
+    return ", ".join(shlex.quote(name) for name in names)
 
 
 def _runs_with_checkpoints(output_root: Path) -> list[str]:
@@ -356,7 +361,7 @@ def checkpoint_to_resume(ckpt_path: str | None, run_dir: Path, subdir: str | Non
         )
     elif ckpt_path == "last" and not newest and not restarted():
         runs = _runs_with_checkpoints(run_dir.parent)  # each as typed in a shell: a name with a space quoted
-        listed = ", ".join(shlex.quote(name) for name in runs) or "none"
+        listed = _listed(runs) or "none"
         one = f"resume={shlex.quote(shown(run_dir.parent / runs[-1]))} (or another of those)" if runs else "resume=..."
         problem = (
             f"ckpt_path=last, but {shown(run_dir)} holds no checkpoint to resume. Runs with checkpoints in "
