@@ -2,6 +2,7 @@
 exit code 2 and one line that names the key and the value, before any script is written;
 profile values that reach a shell line run nothing."""
 
+import shlex
 import shutil
 import subprocess
 import sys
@@ -10,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from {{ cookiecutter.package_name }}.slurm.__main__ import main as slurm_main
+from {{ cookiecutter.package_name }}.slurm.arguments import main as script_check
 from {{ cookiecutter.package_name }}.slurm.profiles import ProfileError, load
 from {{ cookiecutter.package_name }}.slurm.render import Job
+from {{ cookiecutter.package_name }}.slurm.render import render as render_script
 
 from tests.helpers import PROJECT, project_env
 
@@ -226,6 +229,53 @@ def test_an_experiment_after_the_separator_that_sets_what_the_script_fixed_is_re
 def test_the_fix_renders_the_experiments_job(settings, name, experiments, capsys):
     assert slurm_main(["cluster=puhti", *settings, "--", experiments, f"experiment={name}"]) == 0
     assert f"experiment={name}" in capsys.readouterr().out
+
+
+def test_a_resumed_run_whose_start_chose_such_an_experiment_is_refused(experiments, tmp_path, capsys):
+    """`-- resume=<run>` trains with the run's own overrides, its experiment among them: what that
+    file sets of the job was left out of the script without a word."""
+    run = tmp_path / "outputs" / "old"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text("- experiment=longer\n")
+    (run / ".hydra" / "hydra.yaml").write_text(f"hydra:\n  overrides:\n    hydra:\n    - {experiments}\n")
+    assert slurm_main(["cluster=puhti", "--", f"resume={run}"]) == 2
+    line = capsys.readouterr().err.splitlines()[-1]  # after the resume's "no checkpoint there yet"
+    assert line.startswith(f"ERROR: -- resume={run} (its start's experiment=longer) sets cluster.slurm.time=05:00:00")
+    assert line.endswith("Fix: cluster.slurm.time=05:00:00 before --"), line
+    assert slurm_main(["cluster=puhti", "cluster.slurm.time=05:00:00", "--", f"resume={run}"]) == 0
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_an_experiment_given_to_a_script_that_asks_for_other_job_settings_stops_it(name, experiments, capsys):
+    """`sbatch <script> experiment=<name>`: sbatch had read the #SBATCH lines and the script gives
+    train.py its cluster, strategy and size first, so the file's changed nothing, without a word.
+    The script stops before the launch (slurm/arguments.py), with the command that renders a
+    script for it; that command renders and submits one."""
+    job = Job(load("cluster", "puhti"), "ddp")
+    script = render_script(job)
+    assert script_check([*job.settings, "--", experiments, f"experiment={name}"], script=script) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"ERROR: experiment={name}, an argument of this script, "), line
+    _, fix = line.split(". Fix: submit a script rendered for it, python -m {{ cookiecutter.package_name }}.slurm ")
+    settings = shlex.split(fix)
+    assert "--submit" in settings
+    settings.remove("--submit")
+    assert slurm_main(settings) == 0, capsys.readouterr().err
+    assert f"experiment={name}" in capsys.readouterr().out
+
+
+def test_a_script_given_an_experiment_it_can_run_goes_on(experiments, tmp_path, capsys):
+    """An experiment that sets the model or the training passes; so does one whose job settings the
+    script already has (edited by hand to them), and any other argument, for which nothing is read."""
+    folder = tmp_path / "mine" / "experiment"
+    (folder / "plain.yaml").write_text("# @package _global_\ntrainer: {max_epochs: 3}\n")
+    job = Job(load("cluster", "puhti"), "ddp")
+    settings, script = [*job.settings, "--", experiments], render_script(job)
+    assert script_check([*settings, "experiment=plain"], script=script) == 0
+    edited = script.replace("#SBATCH --time=01:00:00", "#SBATCH --time=05:00:00")
+    assert script_check([*settings, "experiment=longer"], script=edited) == 0
+    assert script_check([*job.settings, "--", "trainer.max_epochs=3"], script="unread") == 0
+    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.parametrize(

@@ -434,6 +434,22 @@ def test_mismatched_allocation_fails_fast_with_the_fix(local_slurm, tmp_path):
     assert "Traceback" not in finished.log
 
 
+def test_an_experiment_given_to_a_script_that_asks_for_a_longer_job_stops_it_before_the_launch(local_slurm, tmp_path):
+    """`sbatch <script> experiment=longer`, a file that sets cluster.slurm.time: the job would have
+    trained under the script's time limit without a word (sbatch read it before train.py the file)."""
+    (tmp_path / "mine" / "experiment").mkdir(parents=True)
+    (tmp_path / "mine" / "experiment" / "longer.yaml").write_text("# @package _global_\ncluster: {slurm: {time: 30}}\n")
+    script = write_script(tmp_path, nodes=1)
+    search = f"hydra.searchpath=[file://{tmp_path / 'mine'}]"
+    finished = local_slurm.run(script, *FAST, search, "experiment=longer", f"output_root={tmp_path / 'outputs'}")
+    print(f"\nexperiment refused: job {finished.job_id} failed after {finished.seconds:.1f} s")
+    assert (finished.state, finished.exit_code) == ("FAILED", "2:0"), finished.log
+    (line,) = [line for line in finished.log.splitlines() if line.startswith("ERROR")]
+    assert line.startswith("ERROR: experiment=longer, an argument of this script, sets cluster.slurm.time=30,"), line
+    assert "--- rank0.log" not in finished.log and not (tmp_path / "outputs").exists(), "it launched"
+    assert "Traceback" not in finished.log
+
+
 def test_srun_given_a_total_task_count_stops_with_the_per_node_fix(local_slurm, tmp_path):
     """`srun -n 2 python train.py` (in salloc, or in a script of one's own): Lightning refused it in
     Hydra's error of several lines, exit 1. The topology check stops it first, with the fix."""

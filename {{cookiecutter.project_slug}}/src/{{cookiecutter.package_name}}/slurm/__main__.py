@@ -106,6 +106,7 @@ def job_from(settings: list[str], train_overrides: list[str], command: str) -> J
         test=BOOLEANS[test.lower()],
         train_overrides=[*training, *train_overrides],
         rendered_by=command,
+        profile_settings=[setting for setting in settings if setting.lstrip("+~").startswith("cluster.")],
     )
 
 
@@ -229,8 +230,9 @@ def main(argv: list[str] | None = None) -> int:
                 "write the script with -o job.sh and submit it there with sbatch job.sh"
             )
         # What train.py checks on the nodes, now: a wrong override would otherwise wait in the queue to fail.
-        check_arguments(resume_overrides(train_arguments(job)))
-        check_experiments(job)
+        resumed = resume_overrides(train_arguments(job))  # a resume=: the run's own overrides too
+        check_arguments(resumed)
+        check_experiments(job, resumed)
         text = render(job).replace("THIS_SCRIPT", str(output) if output else "SCRIPT")
     except (ProfileError, SetupError) as error:  # before any file is written
         print(f"ERROR: {error}", file=sys.stderr)

@@ -54,6 +54,7 @@ class Job:
     train_overrides: list[str] = field(default_factory=list)
     rendered_by: str = ""  # the command that re-renders it, for the header
     configs: Path = CONFIGS  # where configs/strategy/<strategy>.yaml is read
+    profile_settings: list[str] = field(default_factory=list)  # the cluster.KEY=VALUE it was rendered with
 
     def __post_init__(self):
         if OmegaConf.is_config(self.cluster):  # cfg.cluster of a composed train config
@@ -122,6 +123,13 @@ class Job:
     @property
     def tasks_per_node(self) -> int:
         return self.gpus // self.processes_per_task
+
+    @property
+    def settings(self) -> list[str]:
+        """The renderer's settings that render this job again (what the script checks its arguments with)."""
+        size = [f"nodes={self.nodes}", *([f"gpus={self.gpus_per_node}"] if self.gpus_per_node else [])]
+        place = [f"cluster={self.cluster['name']}", f"strategy={self.strategy}", f"launcher={self.launcher}"]
+        return [*place, *size, *(["test=true"] if self.test else []), *self.profile_settings]
 
     @property
     def batch_shell_requeues(self) -> bool:
@@ -278,6 +286,10 @@ def template_values(job: Job) -> dict:
         "python": " ".join([*map(shell_word, shlex.split(slurm.get("container") or "")), "python"]),
         "package": __package__.partition(".")[0],  # its torchrun module: an honest exit code on a signal
         "train_overrides": " ".join(shlex.quote(override) for override in train_arguments(job)),
+        # the job's settings, then its overrides (without the settings' own cluster.KEY=VALUE that train)
+        "checked_with": shlex.join(
+            [*job.settings, "--", *(override for override in job.train_overrides if override not in job.settings)]
+        ),
     }
 
 
