@@ -75,12 +75,11 @@ def is_experiment(override: str) -> bool:
     return override.lstrip("+").partition("=")[0] == "experiment"
 
 
-def check_experiments(job: Job, overrides: list[str] | None = None) -> None:
-    """Refuse an experiment after -- (also one that a resumed run started with, in `overrides`)
-    that sets what the script has fixed otherwise (ProfileError)."""
+def check_experiments(job: Job, overrides: list[str]) -> None:
+    """Refuse an experiment among train.py's `overrides` (after --, or one that a resumed run started
+    with) that sets what the script has fixed otherwise (ProfileError)."""
     from ..launch.command_line import _started_with
 
-    overrides = job.train_overrides if overrides is None else overrides
     if conflict := find_conflict(job, overrides):
         folder = _started_with(conflict.experiment)
         said = f"-- resume={folder} (its start's {conflict.experiment})" if folder else f"-- {conflict.experiment}"
@@ -109,10 +108,10 @@ def find_conflict(job: Job, overrides: list[str], script: str | None = None) -> 
         if (value := mine.get(key)) != other.get(key) and value != sizes[key]:
             return Conflict(given[-1], "size", f"cluster.{key}", value, sizes[key], f"{JOB_SETTINGS[key]}={value}")
     paths = [path for key in RENDERED for path in _set_by_the_file(mine.get(key), other.get(key), key)]
-    if script is not None:  # which profile the renderer picks by itself: nothing of the job's
+    if script is not None:  # detect.*: which profile the renderer picks by itself, nothing of the job's
         paths = [path for path in paths if not path.startswith("detect.")]
-    if script is not None and paths and _renders_as(job, {path: _at(mine, path) for path in paths}, script):
-        return None
+        if paths and _renders_as(job, {path: _at(mine, path) for path in paths}, script):
+            return None
     for path in paths:
         value, rendered = _at(mine, path), _at(job.cluster, path)
         if value != rendered:

@@ -264,7 +264,7 @@ def train_arguments(job: Job) -> list[str]:
 
 def template_values(job: Job) -> dict:
     """What job.sh.j2 is filled with: every profile value checked (Job) and quoted here."""
-    slurm, scratch = job.slurm, job.slurm.get("local_scratch") or {}
+    slurm, scratch, settings = job.slurm, job.slurm.get("local_scratch") or {}, job.settings
     per_process = "" if job.processes_per_task == 1 else f" / {job.processes_per_task}"
     return {
         "cluster": job.cluster["name"],
@@ -288,7 +288,7 @@ def template_values(job: Job) -> dict:
         "train_overrides": " ".join(shlex.quote(override) for override in train_arguments(job)),
         # the job's settings, then its overrides (without the settings' own cluster.KEY=VALUE that train)
         "checked_with": shlex.join(
-            [*job.settings, "--", *(override for override in job.train_overrides if override not in job.settings)]
+            [*settings, "--", *(override for override in job.train_overrides if override not in settings)]
         ),
     }
 
