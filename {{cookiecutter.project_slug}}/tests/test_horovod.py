@@ -4,6 +4,7 @@ checkpoints, resume. Under Slurm (srun --mpi=pmix): tests/test_slurm_jobs.py."""
 
 import csv
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -148,6 +149,24 @@ def test_the_projects_horovodrun_stopped_by_sigterm_waits_for_the_save_and_exits
     # The command that resumes it starts horovodrun again (before, it named `python train.py`: one process).
     again = f"python -m {PROJECTS_HOROVODRUN[2]} -np 2 --gloo {sys.executable} {PROJECT / 'train.py'} resume={run}"
     assert f"Resume: {again}" in output, output
+
+
+@pytest.mark.parametrize("exec_by_the_shell", [False, True], ids=["shell-waits", "shell-execs"])
+def test_the_projects_horovodrun_stop_leaves_the_workers_exit_code_to_the_helper_that_reads_it(exec_by_the_shell):
+    """gloo's helper reads a worker's exit code by waiting for its shell (`sh -c "env ... python"`).
+    Horovod's stop waited for that shell too: where its wait came first, the helper's read 0, and
+    horovodrun exited 0 after a stop without a line (seen in CI, where the machine is busy; here
+    the helper's wait comes last on purpose, which made it 0 every time)."""
+    require_horovod()
+    from {{ cookiecutter.package_name }}.horovodrun import stop_workers
+
+    worker = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(143)); print(1, flush=True)"
+    worker += "; time.sleep(60)"
+    command = f"{'exec ' if exec_by_the_shell else ''}env A=1 {shlex.quote(sys.executable)} -c {shlex.quote(worker)}"
+    shell = subprocess.Popen(command, shell=True, stdout=subprocess.PIPE, text=True)
+    assert shell.stdout.readline() == "1\n"  # the worker is up, its SIGTERM handler set
+    stop_workers(shell.pid)
+    assert shell.wait(timeout=30) == 143
 
 
 @pytest.mark.parametrize("controller", CONTROLLERS)

@@ -9,18 +9,24 @@ exit 1). Here it waits up to 10 minutes for them (in a job, Slurm's grace time a
 KillWait, still bounds it) and exits as they do, 128 + the signal's number, with one line.
 A worker that fails (a wrong override: one line, exit 2) also ended in a traceback and exit 1:
 here horovodrun exits as that worker did, with one line (with MPI, mpirun reports it and exits so).
+Horovod's stop also read a worker's exit code as 0 now and then (stop_workers says why), so
+that a stopped run ended with exit 0 and no line.
 With MPI, horovodrun hands over to Open MPI's mpirun, which kills the workers 1 s after a
 signal unless OMPI_MCA_odls_base_sigkill_timeout says otherwise (the sbatch scripts set it;
 README, "Horovod", says why this module leaves it alone).
 """
 
 import argparse
+import contextlib
 import os
 import re
 import shlex
 import signal
 import sys
 import threading
+import time
+
+import psutil
 
 from .launch.errors import OneLineParser
 
@@ -33,9 +39,46 @@ except ImportError:
 
 SECONDS_TO_SAVE = 600
 
+
+def stop_workers(shell_pid: int) -> None:
+    """Horovod's terminate_executor_shell_and_children, but the shell's end is left to its parent.
+
+    gloo starts each worker as `sh -c "env ... python train.py"` from a helper process, which
+    waits for that shell to read the worker's exit code. On a signal, Horovod's function, in a
+    thread of that helper, stops the worker, then SIGSTOPs, terminates and waits for the shell
+    itself. Where that thread's wait took the shell's end first, the helper's own wait found no
+    child and read exit code 0 (Python's subprocess does so), and horovodrun ended a stopped
+    run with exit 0 and no line; a SIGSTOP that came before the shell's exit left it stopped
+    for the whole wait. Here nothing is waited for but by polling, and the shell ends with its
+    worker, as a shell does."""
+    try:
+        shell = psutil.Process(shell_pid)
+        workers = shell.children() if shell.name() in ("sh", "dash", "bash") else [shell]  # or it exec'd the worker
+    except psutil.NoSuchProcess:
+        return
+    for worker in workers:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            worker.terminate()  # SIGTERM: the worker saves and exits 143 (callbacks/stop.py)
+    deadline = time.monotonic() + SECONDS_TO_SAVE
+    while (alive := [worker for worker in workers if _running(worker)]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for worker in alive:  # no end within the time: as Horovod does, the worker and what it started
+        with contextlib.suppress(psutil.NoSuchProcess):
+            for process in [*worker.children(recursive=True), worker]:
+                process.kill()
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE  # a zombie has ended: its parent reads its code
+    except psutil.NoSuchProcess:
+        return False
+
+
 # At import, not in run(): gloo's helper processes, which ask the workers to stop and then wait
 # for them, start by `spawn`, which imports this module again as their main module.
 safe_shell_exec.GRACEFUL_TERMINATION_TIME_S = SECONDS_TO_SAVE
+safe_shell_exec.terminate_executor_shell_and_children = stop_workers
 
 
 NAME = "python -m {{ cookiecutter.package_name }}.horovodrun"
