@@ -39,7 +39,7 @@ def check_report(stdout: str, figures: dict, processes: int, train_samples: int 
 
 
 def test_benchmark_compares_plain_and_lightning(tmp_path):
-    stdout = run_module("benchmark", *SHORT, f"--json={tmp_path / 'figures.json'}", cwd=tmp_path).stdout
+    stdout = run_module("benchmark", *SHORT, CPU, f"--json={tmp_path / 'figures.json'}", cwd=tmp_path).stdout
     check_report(stdout, json.loads((tmp_path / "figures.json").read_text()), processes=1)
 
 
@@ -53,7 +53,7 @@ def test_benchmark_trains_both_ways_in_a_true_precision(tmp_path):
 def test_benchmark_reads_mnist_sample_by_sample_with_workers(tmp_path):
     root = write_small_mnist(tmp_path / "mnist", train=300)
     mnist = ["data=mnist", f"data.root={root}", "data.download=false", "data.val_size=44", "data.in_memory=false"]
-    args = [*SHORT[:3], "logger=csv", *mnist, "data.batch_size=16", "data.num_workers=1"]
+    args = [*SHORT[:3], "logger=csv", *mnist, "data.batch_size=16", "data.num_workers=1", CPU]
     stdout = run_module("benchmark", *args, f"--json={tmp_path / 'figures.json'}", cwd=tmp_path).stdout
     check_report(stdout, json.loads((tmp_path / "figures.json").read_text()), processes=1, train_samples=256)
     assert re.search(LOADER_LINE, stdout, re.M).group(1) == "1"

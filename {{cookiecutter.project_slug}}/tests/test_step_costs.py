@@ -484,8 +484,18 @@ def test_the_epoch_end_probe_says_where_a_wait_came_from(monkeypatch):
     assert warnings.showwarning is showwarning
 
 
+@pytest.fixture
+def fast_path_restored():
+    """A GPU run in the test process sets the fast path process-wide (TF32 matmuls, cudnn benchmark
+    mode): the worker's later tests get them back as they were."""
+    precision, benchmark = torch.get_float32_matmul_precision(), torch.backends.cudnn.benchmark
+    yield
+    torch.set_float32_matmul_precision(precision)
+    torch.backends.cudnn.benchmark = benchmark
+
+
 @needs_cuda
-def test_an_epochs_end_does_not_wait_for_the_gpu(tmp_path):
+def test_an_epochs_end_does_not_wait_for_the_gpu(tmp_path, fast_path_restored):
     """A wait there leaves the GPU idle while the host ends the epoch (last.ckpt, logger, bar,
     hooks) and starts the next (a new data iterator): several ms, against 58 steps of 2.6 ms in
     an MNIST epoch at batch 1024 compiled on an H100. last.ckpt is written by a thread, from
