@@ -131,8 +131,9 @@ def cuda_availability_cached(on_gpu: bool):
     PYTORCH_NVML_BASED_CUDA_CHECK=1, so that a process can fork before CUDA starts in it; until
     CUDA starts, each answer then loads NVML's library anew (and on a GPU machine initialises
     NVML): about 100 µs a step on the development CPU against 0.7 µs, with the caches it
-    disturbs besides. A run on CPUs never starts CUDA, so it paid that at every step, and it
-    forks no process that uses CUDA. On a GPU nothing changes: CUDA starts, and torch caches
+    disturbs besides. A run on CPUs uses no CUDA (where GPUs are, Lightning starts it only to save
+    its random state), so it paid that at every step, and it forks no process that uses CUDA.
+    On a GPU nothing changes: CUDA starts, and torch caches
     the answer. The variable is restored afterwards (its children get Lightning's setting
     again when they import it)."""
     before = os.environ.get(NVML_CHECK)
