@@ -18,7 +18,15 @@ from {{ cookiecutter.package_name }}.callbacks.agreement import AgreedFlag
 from {{ cookiecutter.package_name }}.callbacks.requeue import SlurmRequeue
 from {{ cookiecutter.package_name }}.callbacks.stop import SaveOnStop
 
-from tests.helpers import FAST, record_saves, run_train, start_until, start_until_first_checkpoint, step_of
+from tests.helpers import (
+    FAST,
+    record_saves,
+    record_validations,
+    run_train,
+    start_until,
+    start_until_first_checkpoint,
+    step_of,
+)
 from tests.slurm_helpers import record_starts
 
 
@@ -226,6 +234,35 @@ def test_sigterm_to_every_process_of_a_two_rank_run_saves_and_exits_143(tmp_path
     assert f"at step {saved}: saved " in line
     assert saved <= 16, "signalled at step 5 or 6: stopped seconds later, not at the next agreement"
     assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize(
+    ("signum", "stage"),
+    [(signal.SIGTERM, "training"), (signal.SIGTERM, "validation"), (signal.SIGINT, "training")],
+    ids=["sigterm-training", "sigterm-validation", "ctrl-c-training"],
+)
+def test_a_signal_to_every_process_of_a_run_with_dataloader_workers_saves(tmp_path, signum, stage):
+    """Slurm's time limit, scancel and `timeout` signal every process, the DataLoader workers too
+    (data.in_memory=false uses them, as most data of one's own does). torch's workers died of
+    SIGTERM, and the run stopped on "DataLoader worker ... is killed by signal" before its save:
+    a traceback, exit 1, the work since the last checkpoint lost. Ctrl-C saved, but each worker
+    printed the stop's line again."""
+    run, validations = tmp_path / "run", tmp_path / "validations.txt"
+    overrides = ["data.num_workers=1", "trainer.max_epochs=40", *record_saves(tmp_path / "saves.txt", 0.2)]
+    overrides += record_validations(validations, seconds_per_batch=0.5 if stage == "validation" else 0)
+    written = (
+        validations.with_name(validations.name + ".began")
+        if stage == "validation"
+        else run / "checkpoints" / "last.ckpt"
+    )
+    process = start_until(written, run, *overrides, own_group=True)
+    os.killpg(process.pid, signum)
+    _stdout, stderr = process.communicate(timeout=240)
+    assert process.returncode == 128 + signum, stderr
+    assert "Traceback" not in stderr and "DataLoader worker" not in stderr, stderr
+    name = "SIGTERM" if signum == signal.SIGTERM else "Ctrl-C"
+    assert stderr.count(f"\n{name}: saving") == 1, stderr  # the main process's line, not a worker's too
+    assert f"Stopped by {name} at step {step_of(run / 'checkpoints' / 'last.ckpt')}: saved " in stderr, stderr
 
 
 @pytest.mark.slow

@@ -1,6 +1,10 @@
 """One DataLoader for both kinds of dataset: in-memory tensors and samples read one by one."""
 
+import os
+import signal
+
 import torch
+from lightning_fabric.utilities.seed import pl_worker_init_function
 from torch.utils.data import DataLoader, Dataset, SequentialSampler
 
 from .in_memory import IndexBatches, InMemoryImages, already_batched
@@ -22,6 +26,7 @@ def make_loader(dataset: Dataset, batch_size: int, shuffle: bool, num_workers: i
         # Its own generator for the seed each epoch's iterator draws (for its workers): the global
         # random state is the model's alone, and a resumed run's is as saved (callbacks/random_states.py).
         "generator": torch.Generator().manual_seed(run_seed()),
+        "worker_init_fn": leave_stops_to_the_main_process,
     }
     if sampler is None:
         sampler = EpochShuffle(dataset) if shuffle else SequentialSampler(dataset)
@@ -30,3 +35,15 @@ def make_loader(dataset: Dataset, batch_size: int, shuffle: bool, num_workers: i
         batches = IndexBatches(sampler, batch_size, drop_last=shuffle, device=dataset.labels.device)
         return loader(dataset, batch_sampler=batches, collate_fn=already_batched, **options)
     return loader(dataset, batch_sampler=SkippingBatches(sampler, batch_size, drop_last=shuffle), **options)
+
+
+def leave_stops_to_the_main_process(worker_id: int) -> None:
+    """Run in each DataLoader worker as it starts. Slurm's time limit and scancel, `timeout` and
+    a terminal's Ctrl-C signal every process of a run, its workers too: torch's workers died of
+    SIGTERM, and the main process then stopped on "DataLoader worker ... is killed by signal"
+    before its stop's save (callbacks/stop.py), exit 1. The main process decides how the run
+    ends; its workers serve batches until it shuts them down (or it dies: they watch for that)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if os.environ.get("PL_SEED_WORKERS") == "1":  # what Lightning adds where a loader has no worker_init_fn
+        pl_worker_init_function(worker_id)
