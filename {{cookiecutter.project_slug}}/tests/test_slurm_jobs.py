@@ -325,6 +325,8 @@ def test_sigterm_saves_and_the_job_exits_143_with_the_resume_command(local_slurm
     and the job's exit code read 0:15; it now waits for the ranks and exits as they do."""
     command, state, sbatch_options = SIGTERMS[how]
     saves = record_saves(tmp_path / "saves.txt", stop_save_seconds=5)
+    if how == "time-limit":  # with DataLoader workers, which Slurm signals too (torch's died of it, and the run)
+        saves.append("data.num_workers=1")
     script, job_id = start_slow_job(local_slurm, tmp_path, launcher, 400, *saves, sbatch_options=sbatch_options)
     run = tmp_path / "outputs" / f"slurm-{job_id}"
     before = newest_checkpoint(run)[1]
