@@ -26,6 +26,7 @@ from tests.helpers import (
     recorded,
     require_horovod,
     run_train,
+    step_of,
 )
 from tests.sharded import parameters_only
 from tests.slurm_helpers import record_starts, starts_of, write_script
@@ -132,6 +133,22 @@ def test_preempted_job_checkpoints_requeues_and_resumes(local_slurm, tmp_path):
     weights, _ = recorded(record)
     assert_same_weights(weights, world_size=4)
     assert {w["global_step"] for w in weights} == {12 * 2}
+
+
+def test_a_preempted_job_that_slurm_will_not_requeue_fails_with_the_command_that_resumes_it(local_slurm, tmp_path):
+    """A job of --no-requeue (or on a site without requeues): the ranks saved, `scontrol requeue` was
+    refused, and they exited 0: the job read COMPLETED with its training unfinished. Now rank 0
+    says so with the command that resumes it, and the job fails."""
+    script, job_id = start_slow_job(local_slurm, tmp_path, "srun", sbatch_options=("--no-requeue",))
+    local_slurm.command("scancel", "--signal=USR1", job_id)
+    info = local_slurm.wait(job_id, timeout=300)
+    log = local_slurm.log(script, job_id)
+    assert (info["JobState"], info["ExitCode"]) == ("FAILED", "1:0"), f"job {job_id} ended {info}:\n{log}"
+    run = tmp_path / "outputs" / f"slurm-{job_id}"
+    (hpc,) = run.glob("hpc_ckpt_*.ckpt")
+    line = next(line for line in log.splitlines() if line.startswith("SIGUSR1: the job was not requeued ("))
+    assert line.endswith(f"): saved {hpc}. Resume: sbatch {script} resume={run}"), line
+    assert 0 < step_of(hpc) < 12 * 2 and "Traceback" not in log
 
 
 @pytest.mark.parametrize("strategy", ["deepspeed", "fsdp2"])

@@ -2,8 +2,10 @@
 cluster facts land on the right #SBATCH lines, and the cluster is picked automatically."""
 
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -93,6 +95,55 @@ def test_a_script_run_without_sbatch_says_so_in_one_line(tmp_path):
         assert line.endswith("a Slurm batch script, whose #SBATCH lines only sbatch reads: submit it with sbatch "
                              f"{PROJECT / 'scripts' / 'run-gpu1.sh'} [train.py overrides]"), line  # fmt: skip
         assert not list(tmp_path.iterdir())
+
+
+# Stand-ins for Slurm's commands, for a batch script run by bash: `srun` is the launcher (it
+# notes its start, then ends with $LAUNCHER_EXIT after $LAUNCHER_SECONDS); `scontrol requeue`
+# takes $REQUEUE_SECONDS and ends with $REQUEUE_EXIT, as Slurm refuses a job of --no-requeue.
+FAKE_SLURM = {
+    "srun": 'touch "$SLURM_SUBMIT_DIR/launched"; sleep "$LAUNCHER_SECONDS"; exit "$LAUNCHER_EXIT"',
+    "scontrol": """case $1 in
+    requeue) sleep "$REQUEUE_SECONDS"
+             ((REQUEUE_EXIT == 0)) || echo "scontrol: error: Requested operation is presently disabled" >&2
+             exit "$REQUEUE_EXIT" ;;
+    show) [[ $2 != hostnames ]] || echo node1 ;;
+esac""",
+}
+
+
+@pytest.mark.parametrize(
+    ("requeue_seconds", "requeue_exit", "launcher_exit", "said"),
+    [(0, 1, 0, "SIGUSR1: job 5 was not requeued (scontrol said why): at the time limit the ranks save"),
+     (1.5, 0, 7, "SIGUSR1: requeueing job 5")],
+    ids=["requeue-refused", "launcher-ends-during-the-trap"],
+)  # fmt: skip
+def test_a_batch_shell_ends_as_its_launcher_did_whatever_its_signal_traps_meet(
+    tmp_path, requeue_seconds, requeue_exit, launcher_exit, said
+):
+    """The batch shell of launcher=torchrun (or horovodrun) requeues the job on SIGUSR1. A refused
+    requeue (a job of --no-requeue) ended the shell at once under `set -e` (exit 1, the job FAILED
+    and its ranks killed 90 s before the time limit's save); a launcher that ended while the trap
+    ran left the trap's status (138), not the launcher's, as the job's exit code."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in FAKE_SLURM.items():
+        (bin_dir / name).write_text(f"#!/bin/bash\n{text}\n")
+        (bin_dir / name).chmod(0o755)
+    path = tmp_path / "job.sh"
+    path.write_text(script("localslurm", launcher="torchrun"))
+    slurm = dict(SLURM_JOB_ID="5", SLURM_CPUS_PER_TASK="2", SLURM_SUBMIT_DIR=str(tmp_path), SLURM_JOB_NAME="job",
+                 SLURM_JOB_NODELIST="node1", SLURM_JOB_NUM_NODES="1")  # fmt: skip
+    timing = dict(REQUEUE_SECONDS=str(requeue_seconds), REQUEUE_EXIT=str(requeue_exit), LAUNCHER_SECONDS="1",
+                  LAUNCHER_EXIT=str(launcher_exit))  # fmt: skip
+    env = {**os.environ, **slurm, **timing, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    shell = subprocess.Popen(["bash", str(path)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "launched").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    shell.send_signal(signal.SIGUSR1)  # what Slurm sends the batch shell 90 s before the time limit
+    stdout, _ = shell.communicate(timeout=30)
+    assert shell.returncode == launcher_exit, stdout
+    assert said in stdout.splitlines(), stdout
 
 
 def test_cluster_facts_reach_the_header():

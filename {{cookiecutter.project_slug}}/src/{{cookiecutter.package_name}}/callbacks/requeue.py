@@ -16,11 +16,13 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytorch_lightning as pl
 from lightning_fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
 from pytorch_lightning.utilities import rank_zero_info
 
+from ..launch.run_directory import resume_command, shown
 from .agreement import AgreedFlag, between_optimizer_steps
 from .checkpoints import wait_for_checkpoint_writes
 
@@ -75,13 +77,32 @@ class SlurmRequeue(pl.Callback):
             rank_zero_info(f"{self.signum.name}: saving {path} and requeueing the job")
             trainer.save_checkpoint(path)  # ends with a barrier: every rank gets here before the requeue
         wait_for_checkpoint_writes(trainer)  # rank 0's files on disk before the requeue kills the job
-        if trainer.is_global_zero:
-            subprocess.run(["scontrol", "requeue", _job_id()], check=False)
+        code = 0
+        if trainer.is_global_zero and (failure := _requeue()) is not None:
+            # Not requeued (a job of --no-requeue, a site without requeues): exit 0 read COMPLETED,
+            # the training unfinished. The job fails instead, and says how to go on.
+            run = Path(trainer.default_root_dir)
+            if trainer.testing:
+                kept = f"the training's checkpoints are whole; to test: {resume_command(run)} test_after_fit=true"
+            else:
+                kept = f"saved {shown(path)}. Resume: {resume_command(run)}"
+            print(f"\n{self.signum.name}: the job was not requeued ({failure}): {kept}", file=sys.stderr)
+            code = 1
         # Leave now, on every rank: the requeue kills this job step, and a rank that went on
         # (finishing the epoch, saving last.ckpt) could still be writing when the requeued job starts.
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(0)
+        os._exit(code)
+
+
+def _requeue() -> str | None:
+    """`scontrol requeue` of this job: None, or why it failed, in scontrol's words."""
+    try:
+        result = subprocess.run(["scontrol", "requeue", _job_id()], capture_output=True, text=True)
+    except OSError as error:  # no scontrol where the ranks run (a container without Slurm's commands)
+        return f"scontrol: {error.strerror}"
+    said = (result.stderr + result.stdout).strip().splitlines()
+    return None if result.returncode == 0 else f"scontrol requeue: {said[-1] if said else f'exit {result.returncode}'}"
 
 
 def _job_id() -> str:
