@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 
@@ -25,6 +26,7 @@ from tests.helpers import (
     require_horovod,
     run_train,
     start_until_first_checkpoint,
+    step_of,
 )
 
 pytest.importorskip("horovod.torch", reason="build it with: bash scripts/install-horovod.sh")
@@ -127,14 +129,18 @@ def test_too_little_data_for_the_horovod_ranks_names_what_sets_their_number(tmp_
     assert "fewer processes (horovodrun -np, or srun's tasks)" in line, line
 
 
-def test_the_projects_horovodrun_stopped_by_sigterm_waits_for_the_save_and_exits_143_with_one_line(tmp_path):
+@pytest.mark.parametrize("controller", CONTROLLERS)
+def test_the_projects_horovodrun_stopped_by_sigterm_waits_for_the_save_and_exits_143_with_one_line(
+    tmp_path, controller
+):
     """horovodrun (gloo) passes a signal on to its workers, which save and exit 143; Horovod's own
     then killed them 5 s later, here in the middle of a save of 12 s (a large model), and printed
-    a traceback, exit 1. The project's horovodrun module (the sbatch scripts' launcher=horovodrun)
-    waits for the save and exits 143."""
-    require_horovod()
+    a traceback, exit 1. With MPI, Horovod's became a shell that the signal ended at once, and
+    mpirun and the workers trained on, unsignalled. The project's horovodrun module (the sbatch
+    scripts' launcher=horovodrun) passes the signal on, waits for the save and exits 143."""
+    require_horovod(mpi=controller == "mpi")
     run, saves = tmp_path / "run", tmp_path / "saves.txt"
-    horovodrun = (*PROJECTS_HOROVODRUN, "-np", "2", "--gloo", sys.executable)
+    horovodrun = (*PROJECTS_HOROVODRUN, "-np", "2", *CONTROLLERS[controller], sys.executable)
     overrides = ["strategy=horovod", *TWO_CPU_PROCESSES, "trainer.max_epochs=40"]
     overrides += record_saves(saves, seconds_per_step=0.2, stop_save_seconds=12)
     process = start_until_first_checkpoint(run, *overrides, launcher=horovodrun)
@@ -146,9 +152,14 @@ def test_the_projects_horovodrun_stopped_by_sigterm_waits_for_the_save_and_exits
     assert "horovodrun: stopped by SIGTERM, which it passed on to its workers" in stderr
     step = int(saves.read_text().split()[-1])
     assert f"Stopped by SIGTERM at step {step}: saved " in output, output
+    assert step_of(run / "checkpoints" / "last.ckpt") == step
     # The command that resumes it starts horovodrun again (before, it named `python train.py`: one process).
-    again = f"python -m {PROJECTS_HOROVODRUN[2]} -np 2 --gloo {sys.executable} {PROJECT / 'train.py'} resume={run}"
-    assert f"Resume: {again}" in output, output
+    again = f"python -m {PROJECTS_HOROVODRUN[2]} -np 2 {CONTROLLERS[controller][0]} {sys.executable} "
+    # As written: mpirun gives rank 0 a terminal, in whose width Rich wraps the line, and tags each part.
+    unwrapped = re.sub(r"\x1b\[[0-9;]*[A-Za-z]|\[\d+,\d+\]<std(?:out|err)>:|\s", "", output)
+    assert re.sub(r"\s", "", f"Resume: {again}{PROJECT / 'train.py'} resume={run}") in unwrapped, output
+    left = [p.pid for p in psutil.process_iter(["cmdline"]) if f"output_root={tmp_path}" in (p.info["cmdline"] or [])]
+    assert not left, f"workers left running: {left}"
 
 
 @pytest.mark.parametrize("exec_by_the_shell", [False, True], ids=["shell-waits", "shell-execs"])

@@ -11,17 +11,20 @@ A worker that fails (a wrong override: one line, exit 2) also ended in a traceba
 here horovodrun exits as that worker did, with one line (with MPI, mpirun reports it and exits so).
 Horovod's stop also read a worker's exit code as 0 now and then (stop_workers says why), so
 that a stopped run ended with exit 0 and no line.
-With MPI, horovodrun hands over to Open MPI's mpirun, which kills the workers 1 s after a
-signal unless OMPI_MCA_odls_base_sigkill_timeout says otherwise (the sbatch scripts set it;
-README, "Horovod", says why this module leaves it alone).
+With MPI, Horovod's horovodrun hands over to Open MPI's mpirun (the process becomes a shell that
+runs it), which kills the workers 1 s after a signal unless OMPI_MCA_odls_base_sigkill_timeout
+says otherwise (the sbatch scripts set it; README, "Horovod", says why this module leaves it
+alone). Here mpirun runs as a child instead (run_mpirun says why).
 """
 
 import argparse
 import contextlib
+import importlib
 import os
 import re
 import shlex
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -94,6 +97,81 @@ def restart_command(command: list[str]) -> str | None:
     return shlex.join([*shlex.split(NAME), *options, *command[: script + 1]])
 
 
+class MpirunAsAChild:
+    """horovod.runner.mpi_run's `os` module, but for its execve, the last step of Horovod's MPI
+    launch (`/bin/sh -c "mpirun ..."` in place of this process): run_mpirun instead."""
+
+    def __init__(self, workers: list[str]):
+        self.workers = workers
+
+    def __getattr__(self, name):
+        return getattr(os, name)
+
+    def execve(self, path, args, env):
+        run_mpirun(args[-1], env, self.workers)
+
+
+def run_mpirun(command: str, env: dict[str, str], workers: list[str]) -> None:
+    """Run Horovod's mpirun command as a child; a signal goes to the workers on this node.
+
+    As Horovod ran it, a signal ended the shell at once and passed nothing on: mpirun and the
+    workers trained on, unsignalled (at a terminal, under `timeout` or a `kill`). Open MPI 4.1's
+    mpirun is no better a messenger: signalled, it stops passing on the workers' output (a
+    worker that writes much then blocks); signalled twice in a row, it exits and passes nothing
+    on; and after a worker's non-zero exit it waits twice its odls_base_sigkill_timeout (the
+    scripts': 10 minutes) before it ends. So mpirun runs in a session of its own, which a
+    terminal's Ctrl-C does not reach, and each signal goes to the workers on this node
+    (`workers`: their command line), which agree with the others on where to stop
+    (callbacks/agreement.py). Once they (rank 0, which saves, among them) have ended, mpirun's
+    wait is cut short, and this exits 128 + the signal's number. Where none of them runs here
+    (mpirun started them all through srun, as in a Slurm job, or ssh), mpirun gets the signal,
+    and this waits for it. (In a job Slurm signals every process itself.)"""
+    received: list[int] = []
+    here: list[psutil.Process] = []  # the workers on this node, found at the first signal
+    mpirun: subprocess.Popen | None = None
+
+    def pass_on(signum: int) -> None:
+        if mpirun is None:
+            return  # once it has started
+        if not here:
+            here.extend(_workers_below(mpirun.pid, workers))
+        for process in here or [psutil.Process(mpirun.pid)]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.send_signal(signum)
+
+    def on_signal(signum, frame):
+        received.append(signum)
+        pass_on(signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, on_signal)
+    mpirun = subprocess.Popen(["/bin/sh", "-c", f"exec {command}"], env=env, start_new_session=True)
+    if received:  # while it started
+        pass_on(received[0])
+    while mpirun.poll() is None:
+        if received and here and not any(map(_running, here)):
+            os.killpg(mpirun.pid, signal.SIGKILL)  # what is left is mpirun's waiting
+            mpirun.wait()
+            break
+        time.sleep(0.2)
+    if received:
+        name = signal.Signals(received[0]).name
+        print(f"horovodrun: stopped by {name}, which it passed on to its workers", file=sys.stderr)
+        sys.exit(128 + received[0])
+    sys.exit(mpirun.returncode if mpirun.returncode >= 0 else 128 - mpirun.returncode)
+
+
+def _workers_below(mpirun: int, workers: list[str]) -> list[psutil.Process]:
+    """mpirun's processes that run the workers' command line: its workers on this node."""
+    found = []
+    with contextlib.suppress(psutil.NoSuchProcess):
+        for process in psutil.Process(mpirun).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if process.cmdline() == workers:
+                    found.append(process)
+    return found
+
+
 def run() -> None:
     sys.argv[0] = NAME  # the name in argparse's lines
     argparse.ArgumentParser.error = OneLineParser.error  # Horovod's parser too: a wrong option in one line
@@ -119,6 +197,7 @@ def run() -> None:
         return event
 
     gloo_run.register_shutdown_event = shutdown_event
+    importlib.import_module("horovod.runner.mpi_run").os = MpirunAsAChild(arguments.command)
     try:
         run_commandline()
     except RuntimeError as error:  # gloo: "one or more processes exited with non-zero status" (MPI: mpirun says it)
