@@ -180,6 +180,17 @@ def test_the_projects_horovodrun_stop_leaves_the_workers_exit_code_to_the_helper
     assert shell.wait(timeout=30) == 143
 
 
+def test_the_projects_horovodrun_stop_ends_a_shell_that_has_not_started_its_worker_yet():
+    """A signal while gloo starts the workers: a shell that had not started its worker yet was left
+    alone (it had no child to stop), and the worker it then started trained to its end, exit 0."""
+    require_horovod()
+    from {{ cookiecutter.package_name }}.horovodrun import stop_workers
+
+    shell = subprocess.Popen("read -r _; exec sleep 60", shell=True, stdin=subprocess.PIPE)  # no child: it reads
+    stop_workers(shell.pid)
+    assert shell.wait(timeout=30) == -signal.SIGTERM
+
+
 @pytest.mark.parametrize("controller", CONTROLLERS)
 def test_a_worker_stopped_by_a_wrong_override_ends_the_projects_horovodrun_with_its_code_and_one_line(
     tmp_path, controller

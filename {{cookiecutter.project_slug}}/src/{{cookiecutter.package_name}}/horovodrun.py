@@ -56,7 +56,8 @@ def stop_workers(shell_pid: int) -> None:
     worker, as a shell does."""
     try:
         shell = psutil.Process(shell_pid)
-        workers = shell.children() if shell.name() in ("sh", "dash", "bash") else [shell]  # or it exec'd the worker
+        # A shell that exec'd the worker is the worker; one that has not started it yet is ended.
+        workers = (shell.children() or [shell]) if shell.name() in ("sh", "dash", "bash") else [shell]
     except psutil.NoSuchProcess:
         return
     for worker in workers:
