@@ -166,17 +166,25 @@ def step_of(path: Path) -> int:
 class RecordSaves(pl.Callback):
     """Test-only: the global step of every checkpoint saved, one line each. `stop_save_seconds`:
     rank 0's save on a stop takes that much longer (a large model, a slow shared file system);
-    `<path>.stopping` appears as that save begins."""
+    `<path>.stopping` appears as that save begins. `stop_write_seconds`: the same, where the
+    writer thread writes the file (the model's state is taken by then)."""
 
-    def __init__(self, path: str, seconds_per_step: float = 0.0, stop_save_seconds: float = 0.0):
+    def __init__(
+        self, path: str, seconds_per_step: float = 0.0, stop_save_seconds: float = 0.0, stop_write_seconds: float = 0.0
+    ):
         self.path = Path(path)
         self.seconds_per_step = seconds_per_step
         self.stop_save_seconds = stop_save_seconds
+        self.stop_write_seconds = stop_write_seconds
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint):
         if trainer.interrupted and trainer.is_global_zero:
             self.path.with_name(self.path.name + ".stopping").touch()
             time.sleep(self.stop_save_seconds)
+            if self.stop_write_seconds:  # this save's file: ForwardOnlyCheckpointIO writes through _write
+                checkpoint_io = trainer.strategy.checkpoint_io
+                write = checkpoint_io._write
+                checkpoint_io._write = lambda *args: (time.sleep(self.stop_write_seconds), write(*args))
         with open(self.path, "a") as record:
             record.write(f"{checkpoint['global_step']}\n")
 
@@ -184,12 +192,15 @@ class RecordSaves(pl.Callback):
         time.sleep(self.seconds_per_step)
 
 
-def record_saves(path: Path, seconds_per_step: float = 0.0, stop_save_seconds: float = 0.0) -> list[str]:
+def record_saves(
+    path: Path, seconds_per_step: float = 0.0, stop_save_seconds: float = 0.0, stop_write_seconds: float = 0.0
+) -> list[str]:
     return [
         "+callbacks.saves._target_=tests.helpers.RecordSaves",
         f"+callbacks.saves.path={path}",
         f"+callbacks.saves.seconds_per_step={seconds_per_step}",
         f"+callbacks.saves.stop_save_seconds={stop_save_seconds}",
+        f"+callbacks.saves.stop_write_seconds={stop_write_seconds}",
     ]
 
 

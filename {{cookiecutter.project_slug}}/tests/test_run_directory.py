@@ -1080,6 +1080,28 @@ def test_a_second_ctrl_c_during_the_stops_save_exits_130_and_the_run_resumes(tmp
     assert step_of(run / "checkpoints" / "last.ckpt") == (newest // 4 + 1) * 4
 
 
+def test_a_second_ctrl_c_while_the_stops_file_is_written_names_that_file(tmp_path):
+    """The second Ctrl-C came while the writer thread wrote the stop's file (the state already
+    taken): the line named the checkpoint before and said the steps since were lost, but the
+    writer went on, and the file was whole on disk as the process ended."""
+    run = tmp_path / "run"
+    saves = record_saves(tmp_path / "saves.txt", seconds_per_step=0.3, stop_write_seconds=4)
+    process = start_until_first_checkpoint(run, "trainer.max_epochs=20", *saves)
+    time.sleep(0.5)  # into the second epoch
+    process.send_signal(signal.SIGINT)
+    stopping = tmp_path / "saves.txt.stopping"  # the stop's save has begun (at the step's end)
+    wait_until_written(stopping, process, seconds=60)
+    assert stopping.exists(), "the stop's save did not begin"
+    time.sleep(1)  # into the file's 4 s
+    process.send_signal(signal.SIGINT)
+    _stdout, stderr = process.communicate(timeout=240)
+    assert process.returncode == 130, stderr
+    line = next(line for line in stderr.splitlines() if line.startswith("Stopped by Ctrl-C"))
+    stopped_at = int(re.search(r"at step (\d+)", line).group(1))
+    assert step_of(run / "checkpoints" / "last.ckpt") == stopped_at
+    assert f": newest {run / 'checkpoints' / 'last.ckpt'}. Resume: " in line and "lost" not in line, line
+
+
 @pytest.mark.parametrize("ranks", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_a_stop_during_validation_resumes_with_that_whole_validation(tmp_path, ranks):
     """Lightning 2.6 resumed a checkpoint saved at a validation batch's end past the rest of

@@ -135,9 +135,13 @@ class ForwardOnlyCheckpointIO(TorchCheckpointIO):
         self._submit(super().remove_checkpoint, path)
 
     def wait(self):
-        pending, self._pending = self._pending, []
-        for write in pending:
-            write.result()  # raises what the write raised
+        while self._pending:
+            write = self._pending[0]
+            try:
+                write.result()  # raises what the write raised
+            finally:
+                if write.done():  # a wait cut short (a second Ctrl-C) keeps it: the next wait waits for it too
+                    self._pending.remove(write)
 
     def teardown(self):
         self.wait()

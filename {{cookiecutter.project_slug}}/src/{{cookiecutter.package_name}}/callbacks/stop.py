@@ -14,7 +14,7 @@ whole; its line names the command that tests.
 
 import signal
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -196,5 +196,10 @@ def stop_exit_code(trainer: pl.Trainer):
     except KeyboardInterrupt:
         if not stoppers or not stoppers[0].catching:
             raise
+        # A second Ctrl-C cut short the wait for the stop's file, which the writer thread goes on
+        # writing (Python waits for it at exit all the same): the line names what is then on disk.
+        # It said the steps since the checkpoint before were lost. A third Ctrl-C leaves it unsaid.
+        with suppress(Exception, KeyboardInterrupt):
+            wait_for_checkpoint_writes(trainer)
         stoppers[0].report(trainer, "Ctrl-C", saved=False)
         raise SystemExit(EXIT_CODES["Ctrl-C"]) from None
